@@ -1,0 +1,1 @@
+"""Kubeflow-compatible job controller library."""

@@ -1,0 +1,424 @@
+"""Types shared by every Kubeflow job kind (the kubeflow.org/v1 "common" API).
+
+Models read stored objects tolerantly (unknown fields are ignored) because the apiserver, not
+these models, is the admission gate: the generated CRD schema and its CEL rules reject bad
+input, and pruning plus strict field validation deal with unknown fields. Consequently a model
+must never be written back as a whole object (that would drop fields it does not know); write
+the status subresource or merge-patch the fields you own.
+
+Field names are snake_case in Python and camelCase on the wire; `to_dict()` produces the wire
+form without `None` values, which matches Go's `omitempty` for the pointer fields of the anchor.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar, Generic, Self, TypeVar
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+)
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "POD_TEMPLATE_SCHEMA",
+    "CleanPodPolicy",
+    "ConditionStatus",
+    "JobCondition",
+    "JobConditionType",
+    "JobModel",
+    "JobSpec",
+    "JobStatus",
+    "KubeModel",
+    "PodTemplateSpec",
+    "Quantity",
+    "ReplicaSpec",
+    "ReplicaStatus",
+    "RestartPolicy",
+    "RunPolicy",
+    "SchedulingPolicy",
+    "Time",
+    "canonical_replica_types",
+    "format_time",
+    "set_default_port",
+]
+
+
+class KubeModel(BaseModel):
+    """Base for every API model: camelCase on the wire, snake_case in Python."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="ignore",
+        validate_assignment=True,
+    )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready wire form (camelCase keys, `None` fields omitted)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _to_utc_seconds(value: datetime) -> datetime:
+    # metav1.Time has second precision; truncating on the way in keeps a status computed in
+    # memory equal to the same status read back from the apiserver (no spurious updates).
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).replace(microsecond=0)
+
+
+def format_time(value: datetime) -> str:
+    """RFC 3339 with a `Z` suffix and whole seconds, the form metav1.Time serialises to."""
+    return _to_utc_seconds(value).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+Time = Annotated[
+    datetime,
+    AfterValidator(_to_utc_seconds),
+    PlainSerializer(format_time, return_type=str, when_used="json"),
+]
+"""A timestamp: parsed from RFC 3339, held as an aware UTC datetime, written as `...Z`."""
+
+Quantity = Annotated[int | str, Field(json_schema_extra={"x-kubernetes-int-or-string": True})]
+"""A resource quantity (`2`, `"500m"`, `"1Gi"`); kept as given, never normalised here."""
+
+POD_TEMPLATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": (
+        "A core/v1 PodTemplateSpec. Only the fields the operator relies on are checked here "
+        "(containers with a name and an image); the rest is validated by the apiserver when "
+        "the operator creates the pods."
+    ),
+    "x-kubernetes-preserve-unknown-fields": True,
+    "required": ["spec"],
+    "properties": {
+        "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+        "spec": {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": True,
+            "required": ["containers"],
+            "properties": {
+                "containers": {
+                    "type": "array",
+                    "minItems": 1,
+                    # Bounded so that CEL rules iterating containers stay inside the cost budget.
+                    "maxItems": 64,
+                    "items": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                        "required": ["name", "image"],
+                        "properties": {
+                            "name": {"type": "string", "maxLength": 63},
+                            "image": {"type": "string", "minLength": 1},
+                            "ports": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "x-kubernetes-preserve-unknown-fields": True,
+                                    "properties": {
+                                        "name": {"type": "string"},
+                                        "containerPort": {"type": "integer"},
+                                    },
+                                },
+                            },
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+PodTemplateSpec = Annotated[dict[str, Any], WithJsonSchema(POD_TEMPLATE_SCHEMA)]
+"""A raw core/v1 PodTemplateSpec dict; typed pod models would cost parse time and memory."""
+
+
+class RestartPolicy(StrEnum):
+    """Per-replica restart policy; `ExitCode` restarts only on retryable exit codes (>= 128)."""
+
+    ALWAYS = "Always"
+    ON_FAILURE = "OnFailure"
+    NEVER = "Never"
+    EXIT_CODE = "ExitCode"
+
+
+class CleanPodPolicy(StrEnum):
+    """Which pods to delete once a job has finished."""
+
+    NONE = "None"
+    RUNNING = "Running"
+    ALL = "All"
+
+
+class JobConditionType(StrEnum):
+    CREATED = "Created"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUCCEEDED = "Succeeded"
+    SUSPENDED = "Suspended"
+    FAILED = "Failed"
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class SchedulingPolicy(KubeModel):
+    """Gang-scheduling knobs, passed to the PodGroup."""
+
+    min_available: int | None = Field(default=None, ge=0)
+    queue: str | None = Field(
+        default=None,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self == oldSelf", "message": "queue is immutable"},
+            ]
+        },
+    )
+    min_resources: dict[str, Quantity] | None = None
+    priority_class: str | None = None
+    schedule_timeout_seconds: int | None = Field(default=None, ge=0)
+
+
+class RunPolicy(KubeModel):
+    """Job-level policies shared by every framework (anchor: common_types.go RunPolicy)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    # Written as one rule over both presences so adding or removing the field
+                    # on update is caught too, not only changing its value.
+                    "rule": (
+                        "has(self.managedBy) == has(oldSelf.managedBy) && "
+                        "(!has(self.managedBy) || self.managedBy == oldSelf.managedBy)"
+                    ),
+                    "message": "managedBy is immutable",
+                }
+            ]
+        }
+    )
+
+    clean_pod_policy: CleanPodPolicy | None = None
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    active_deadline_seconds: int | None = Field(default=None, ge=0)
+    backoff_limit: int | None = Field(default=None, ge=0)
+    scheduling_policy: SchedulingPolicy | None = None
+    suspend: bool | None = Field(default=None, json_schema_extra={"x-crd-default": False})
+    managed_by: str | None = Field(default=None, max_length=63)
+
+
+class ReplicaSpec(KubeModel):
+    """One replica type: how many pods, their template, and how they are restarted."""
+
+    model_config = ConfigDict(json_schema_extra={"required": ["template"]})
+
+    replicas: int | None = Field(default=None, ge=0)
+    template: PodTemplateSpec = Field(default_factory=dict)
+    restart_policy: RestartPolicy | None = None
+
+
+class JobCondition(KubeModel):
+    """A job condition. `type` stays a plain string so foreign condition types still parse."""
+
+    type: str
+    status: str
+    reason: str | None = None
+    message: str | None = None
+    last_update_time: Time | None = None
+    last_transition_time: Time | None = None
+
+
+class ReplicaStatus(KubeModel):
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    # Deprecated in the anchor and never set; kept so stored objects round-trip.
+    label_selector: dict[str, Any] | None = None
+    # A formatted label selector, set for the scale subresource (PyTorchJob).
+    selector: str | None = None
+
+
+class JobStatus(KubeModel):
+    conditions: list[JobCondition] = Field(default_factory=list)
+    replica_statuses: dict[str, ReplicaStatus] = Field(default_factory=dict)
+    start_time: Time | None = None
+    completion_time: Time | None = None
+    last_reconcile_time: Time | None = None
+
+    def condition(self, type_: str) -> JobCondition | None:
+        """The condition of this type, if any (types are unique within a status)."""
+        for cond in self.conditions:
+            if cond.type == type_:
+                return cond
+        return None
+
+    def is_condition_true(self, type_: str) -> bool:
+        cond = self.condition(type_)
+        return cond is not None and cond.status == ConditionStatus.TRUE
+
+    def is_finished(self) -> bool:
+        return self.is_condition_true(JobConditionType.SUCCEEDED) or self.is_condition_true(
+            JobConditionType.FAILED
+        )
+
+
+class JobSpec(KubeModel):
+    """Base of every framework spec: the run policy plus the replica-spec hook."""
+
+    run_policy: RunPolicy = Field(
+        default_factory=RunPolicy,
+        # Defaulting an absent runPolicy to {} lets CEL rules and readers assume it exists.
+        json_schema_extra={"x-crd-default": {}},
+    )
+
+    @abstractmethod
+    def replica_specs(self) -> dict[str, ReplicaSpec]:
+        """The framework's replica-spec map (tfReplicaSpecs, pytorchReplicaSpecs, ...)."""
+
+
+SpecT = TypeVar("SpecT", bound=JobSpec)
+
+
+class JobModel(KubeModel, Generic[SpecT]):
+    """A whole job object, uniform across frameworks so the base controller can handle any.
+
+    `metadata` stays a raw dict: the controller reads a handful of fields and must preserve the
+    rest exactly.
+    """
+
+    GROUP: ClassVar[str] = "kubeflow.org"
+    VERSION: ClassVar[str]
+    KIND: ClassVar[str]
+    PLURAL: ClassVar[str]
+    SINGULAR: ClassVar[str]
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ()
+    # Replica types in a stable order (the anchor iterates them in this order for status).
+    REPLICA_TYPES: ClassVar[tuple[str, ...]]
+    # The container whose ports, exit code and env the operator reads or sets; None means the
+    # first container of the template (MPIJob has no named default container).
+    DEFAULT_CONTAINER_NAME: ClassVar[str | None]
+
+    api_version: str = ""
+    kind: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: SpecT
+    status: JobStatus = Field(default_factory=JobStatus)
+
+    def model_post_init(self, context: Any, /) -> None:
+        # List items and hand-written dicts may lack apiVersion/kind; the class knows them.
+        if not self.api_version:
+            object.__setattr__(self, "api_version", self.api_version_string())
+        if not self.kind:
+            object.__setattr__(self, "kind", self.KIND)
+
+    @classmethod
+    def api_version_string(cls) -> str:
+        return f"{cls.GROUP}/{cls.VERSION}"
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> Self:
+        """Build a model from a stored object, ignoring fields the model does not know."""
+        return cls.model_validate(raw)
+
+    def replica_specs(self) -> dict[str, ReplicaSpec]:
+        return self.spec.replica_specs()
+
+    @property
+    def run_policy(self) -> RunPolicy:
+        return self.spec.run_policy
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name", ""))
+
+    @property
+    def namespace(self) -> str:
+        return str(self.metadata.get("namespace", ""))
+
+    @property
+    def uid(self) -> str:
+        return str(self.metadata.get("uid", ""))
+
+    @property
+    def key(self) -> str:
+        """`namespace/name`, the work-queue key."""
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def generation(self) -> int:
+        return int(self.metadata.get("generation", 0))
+
+    @property
+    def resource_version(self) -> str:
+        return str(self.metadata.get("resourceVersion", ""))
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self.metadata.get("labels") or {})
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return dict(self.metadata.get("annotations") or {})
+
+    @property
+    def deletion_timestamp(self) -> str | None:
+        value = self.metadata.get("deletionTimestamp")
+        return str(value) if value else None
+
+    @property
+    def owner_references(self) -> list[dict[str, Any]]:
+        return list(self.metadata.get("ownerReferences") or [])
+
+
+def canonical_replica_types(
+    specs: dict[str, ReplicaSpec], *, known: tuple[str, ...]
+) -> dict[str, ReplicaSpec]:
+    """Rename keys to their canonical case (`ps` -> `PS`); unknown keys are kept as given.
+
+    The anchor's defaulters match replica types case-insensitively.
+    """
+    by_folded = {k.lower(): k for k in known}
+    out: dict[str, ReplicaSpec] = {}
+    for key, spec in specs.items():
+        canonical = by_folded.get(key.lower(), key)
+        # An exact canonical key wins over a case variant (validation rejects such pairs).
+        if canonical not in out or key == canonical:
+            out[canonical] = spec
+    return out
+
+
+def set_default_port(
+    template: dict[str, Any], *, container_name: str, port_name: str, port: int
+) -> None:
+    """Append the framework port to its container (in place) when no port of that name exists.
+
+    Falls back to container 0 when no container has the framework's name, as the anchor does:
+    the per-replica Services expose the default container's named ports.
+    """
+    spec = template.get("spec")
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    if not isinstance(containers, list) or not containers:
+        return
+    target = next(
+        (c for c in containers if isinstance(c, dict) and c.get("name") == container_name),
+        containers[0],
+    )
+    if not isinstance(target, dict):
+        return
+    ports = target.get("ports")
+    if not isinstance(ports, list):
+        ports = target["ports"] = []
+    if not any(isinstance(p, dict) and p.get("name") == port_name for p in ports):
+        ports.append({"name": port_name, "containerPort": port})

@@ -1,0 +1,359 @@
+"""CustomResourceDefinitions generated from the pydantic job models.
+
+pydantic emits JSON Schema; the apiserver wants a *structural* OpenAPI v3 schema. The gap is
+closed here, in one pass over the schema:
+
+* `$ref`/`$defs` are inlined (a recursive model is an error: CRD schemas cannot recurse), and
+  keys written beside a `$ref` are merged into the inlined node (CEL rules are concatenated);
+* `X | None` loses its null branch. Optional fields are *not* marked `nullable`: a null sent by
+  a client is pruned to "absent", as for the anchor's controller-gen schemas, so CEL rules only
+  ever deal with present-or-absent;
+* `int | str` becomes `x-kubernetes-int-or-string`, `const` becomes a one-value `enum`,
+  numeric `exclusiveMinimum`/`exclusiveMaximum` become their OpenAPI v3.0 boolean forms;
+* free-form `dict[str, Any]`/`Any` become `x-kubernetes-preserve-unknown-fields`;
+* titles and pydantic's defaults are dropped. A CRD default is applied by the apiserver to
+  every stored object, so only defaults asked for explicitly with the `x-crd-default` key
+  (in a field's `json_schema_extra`) are emitted.
+
+Anything else that the apiserver would refuse (tuples, sets, other unions, ...) raises
+`UnsupportedSchema` at generation time rather than at `kubectl apply` time.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from jobcontroller.api.common import JobModel
+from jobcontroller.api.validation import (
+    DNS1035_LABEL_PATTERN,
+    DNS1035_MESSAGE,
+    MAX_DNS_LABEL_LENGTH,
+)
+
+__all__ = [
+    "CRD_DEFAULT_KEY",
+    "ScaleSubresource",
+    "UnsupportedSchema",
+    "build_crd",
+    "cel_default_container_rule",
+    "cel_managed_by_rule",
+    "cel_root_rules",
+    "crd_to_yaml",
+    "structural_errors",
+    "structural_schema",
+]
+
+CRD_DEFAULT_KEY = "x-crd-default"
+"""Put `{CRD_DEFAULT_KEY: value}` in a field's json_schema_extra to emit a CRD default."""
+
+_PRESERVE = "x-kubernetes-preserve-unknown-fields"
+_INT_OR_STRING = "x-kubernetes-int-or-string"
+_VALIDATIONS = "x-kubernetes-validations"
+_FORBIDDEN = frozenset(
+    {
+        "prefixItems",
+        "uniqueItems",
+        "patternProperties",
+        "oneOf",
+        "not",
+        "discriminator",
+        "dependencies",
+        "additionalItems",
+    }
+)
+_DROPPED = frozenset({"title", "default", "examples", "readOnly", "writeOnly", "deprecated"})
+
+
+class UnsupportedSchema(ValueError):
+    """The model uses a construct that has no structural-schema equivalent."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScaleSubresource:
+    """JSON paths of the scale subresource (used by `kubectl scale` and the HPA)."""
+
+    spec_replicas_path: str
+    status_replicas_path: str
+    label_selector_path: str | None = None
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in extra.items():
+        if key == _VALIDATIONS:
+            merged[key] = [*merged.get(key, []), *value]
+        elif key == "required":
+            merged[key] = list(dict.fromkeys([*merged.get(key, []), *value]))
+        else:
+            merged[key] = value
+    return merged
+
+
+def _inline(node: Any, defs: dict[str, Any], stack: tuple[str, ...]) -> Any:
+    if isinstance(node, list):
+        return [_inline(item, defs, stack) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        name = str(node["$ref"]).rsplit("/", 1)[-1]
+        if name in stack:
+            raise UnsupportedSchema(f"recursive model {' -> '.join((*stack, name))}")
+        if name not in defs:
+            raise UnsupportedSchema(f"unresolvable $ref {node['$ref']!r}")
+        target = _inline(defs[name], defs, (*stack, name))
+        siblings = {k: _inline(v, defs, stack) for k, v in node.items() if k != "$ref"}
+        return _merge(target, siblings)
+    return {k: _inline(v, defs, stack) for k, v in node.items() if k != "$defs"}
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    raise UnsupportedSchema(f"const/enum value {value!r} has no OpenAPI scalar type")
+
+
+def _normalise(node: dict[str, Any], path: str) -> dict[str, Any]:
+    forbidden = _FORBIDDEN.intersection(node)
+    if forbidden:
+        raise UnsupportedSchema(f"{path or '<root>'}: unsupported keywords {sorted(forbidden)}")
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROPPED:
+            continue
+        if key == CRD_DEFAULT_KEY:
+            out["default"] = copy.deepcopy(value)
+        elif key == "properties":
+            out[key] = {name: _normalise(sub, f"{path}.{name}") for name, sub in value.items()}
+        elif key == "items":
+            if not isinstance(value, dict):
+                raise UnsupportedSchema(f"{path}: array-form items")
+            out[key] = _normalise(value, f"{path}[*]")
+        elif key == "additionalProperties":
+            if value is True or value == {}:
+                out[_PRESERVE] = True
+            elif value is False:
+                raise UnsupportedSchema(f"{path}: additionalProperties: false (use pruning)")
+            else:
+                out[key] = _normalise(value, f"{path}[*]")
+        elif key in ("anyOf", "allOf"):
+            out[key] = [_normalise(branch, path) for branch in value]
+        else:
+            out[key] = copy.deepcopy(value)
+    return _fold_node(out, path)
+
+
+def _fold_node(node: dict[str, Any], path: str) -> dict[str, Any]:
+    all_of = node.pop("allOf", None)
+    if all_of is not None:
+        for branch in all_of:
+            node = _merge(branch, node)
+    any_of = node.pop("anyOf", None)
+    if any_of is not None:
+        branches = [b for b in any_of if b.get("type") != "null"]
+        types = sorted(str(b.get("type")) for b in branches)
+        if len(branches) == 1:
+            node = _merge(branches[0], node)
+        elif types == ["integer", "string"]:
+            node.pop("type", None)
+            node[_INT_OR_STRING] = True
+            node["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+        else:
+            raise UnsupportedSchema(f"{path}: union of {types} is not structural")
+    if "const" in node:
+        value = node.pop("const")
+        node["enum"] = [value]
+        node.setdefault("type", _json_type(value))
+    for bound, inclusive in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        value = node.get(bound)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            node[inclusive] = value
+            node[bound] = True
+    if "type" not in node and not node.get(_INT_OR_STRING) and not node.get(_PRESERVE):
+        node[_PRESERVE] = True
+    if node.get(_PRESERVE) and "type" not in node and "properties" in node:
+        node["type"] = "object"
+    return node
+
+
+def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The structural OpenAPI v3 schema of `model` (see the module docstring)."""
+    raw = model.model_json_schema(mode="validation", by_alias=True)
+    inlined = _inline(raw, raw.get("$defs", {}), ())
+    if not isinstance(inlined, dict):  # pragma: no cover - pydantic always returns an object
+        raise UnsupportedSchema("schema root is not an object")
+    return _normalise(inlined, "")
+
+
+def structural_errors(schema: dict[str, Any], path: str = "") -> list[str]:
+    """Violations of the structural-schema rules the apiserver enforces, for tests and checks."""
+    errors: list[str] = []
+    where = path or "<root>"
+    for key in ("$ref", "$defs", "definitions", "title", *_FORBIDDEN):
+        if key in schema:
+            errors.append(f"{where}: forbidden keyword {key!r}")
+    if schema.get("default") is None and "default" in schema:
+        errors.append(f"{where}: default: null")
+    if schema.get("type") == "null":
+        errors.append(f"{where}: type: null")
+    typed = "type" in schema
+    if not typed and not schema.get(_INT_OR_STRING) and not schema.get(_PRESERVE):
+        errors.append(f"{where}: node has no type")
+    if schema.get(_PRESERVE) is False:
+        errors.append(f"{where}: {_PRESERVE}: false")
+    if "additionalProperties" in schema and "properties" in schema:
+        errors.append(f"{where}: both properties and additionalProperties")
+    if "anyOf" in schema and not schema.get(_INT_OR_STRING):
+        errors.append(f"{where}: anyOf outside an int-or-string node")
+    for name, sub in schema.get("properties", {}).items():
+        errors.extend(structural_errors(sub, f"{path}.{name}"))
+    if isinstance(schema.get("items"), dict):
+        errors.extend(structural_errors(schema["items"], f"{path}[*]"))
+    elif "items" in schema:
+        errors.append(f"{where}: array-form items")
+    if isinstance(schema.get("additionalProperties"), dict):
+        errors.extend(structural_errors(schema["additionalProperties"], f"{path}[*]"))
+    return errors
+
+
+def _cel_list(values: Sequence[str]) -> str:
+    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
+
+
+def cel_root_rules(*, specs_path: str) -> list[dict[str, str]]:
+    """Root-level rules for a job: a DNS-1035 name, short enough for all its pod names.
+
+    `specs_path` is the CEL path of the replica-spec map, e.g. `self.spec.tfReplicaSpecs`. The
+    length rule bounds `<name>-<replica type>-<last index>` (kubeflow #1101: longer names were
+    accepted and then never got pods, because every Service creation failed).
+    """
+    spec = f"{specs_path}[k]"
+    last_index = f"(has({spec}.replicas) && {spec}.replicas > 1 ? {spec}.replicas - 1 : 0)"
+    return [
+        {
+            "rule": f"self.metadata.name.matches('{DNS1035_LABEL_PATTERN}')",
+            "message": f"metadata.name {DNS1035_MESSAGE}",
+            "fieldPath": ".metadata.name",
+            "reason": "FieldValueInvalid",
+        },
+        {
+            "rule": (
+                f"{specs_path}.all(k, size(self.metadata.name) + size(k) + 2 "
+                f"+ size(string({last_index})) <= {MAX_DNS_LABEL_LENGTH})"
+            ),
+            "message": (
+                "metadata.name is too long: the pod and service names "
+                f"<name>-<replica type>-<index> must be at most {MAX_DNS_LABEL_LENGTH} characters"
+            ),
+            "fieldPath": ".metadata.name",
+            "reason": "FieldValueInvalid",
+        },
+    ]
+
+
+def cel_managed_by_rule(*, allowed: Sequence[str]) -> dict[str, str]:
+    """A spec-level rule restricting runPolicy.managedBy to the given controllers."""
+    return {
+        "rule": (
+            "!has(self.runPolicy) || !has(self.runPolicy.managedBy) || "
+            f"self.runPolicy.managedBy in {_cel_list(allowed)}"
+        ),
+        "message": f"runPolicy.managedBy must be one of {', '.join(allowed)}",
+        "fieldPath": ".runPolicy.managedBy",
+    }
+
+
+def cel_default_container_rule(*, container: str) -> dict[str, str]:
+    """A replica-spec rule requiring a container with the framework's name."""
+    return {
+        # A missing template/spec/containers is reported by `required`; don't report it twice.
+        "rule": (
+            "!has(self.template) || !has(self.template.spec) || "
+            "!has(self.template.spec.containers) || "
+            f"self.template.spec.containers.exists(c, c.name == '{container}')"
+        ),
+        "message": f"the pod template must have a container named {container!r}",
+        "fieldPath": ".template.spec.containers",
+    }
+
+
+def _root_schema(model: type[JobModel[Any]]) -> dict[str, Any]:
+    schema = structural_schema(model)
+    properties = schema.setdefault("properties", {})
+    properties["apiVersion"] = {
+        "type": "string",
+        "description": "The versioned schema of this representation of an object.",
+    }
+    properties["kind"] = {"type": "string", "description": "The REST resource this object is."}
+    # The apiserver owns ObjectMeta's schema; a CRD may only say it is an object.
+    properties["metadata"] = {"type": "object"}
+    schema["required"] = [r for r in schema.get("required", []) if r != "metadata"]
+    if not schema["required"]:
+        del schema["required"]
+    return schema
+
+
+def build_crd(
+    model: type[JobModel[Any]],
+    *,
+    categories: Sequence[str] = ("all", "kubeflow"),
+    scale: ScaleSubresource | None = None,
+) -> dict[str, Any]:
+    """A complete apiextensions.k8s.io/v1 CRD for one job kind (one served, stored version)."""
+    names: dict[str, Any] = {
+        "kind": model.KIND,
+        "listKind": f"{model.KIND}List",
+        "plural": model.PLURAL,
+        "singular": model.SINGULAR,
+    }
+    if model.SHORT_NAMES:
+        names["shortNames"] = list(model.SHORT_NAMES)
+    if categories:
+        names["categories"] = list(categories)
+    subresources: dict[str, Any] = {"status": {}}
+    if scale is not None:
+        subresources["scale"] = {
+            "specReplicasPath": scale.spec_replicas_path,
+            "statusReplicasPath": scale.status_replicas_path,
+        }
+        if scale.label_selector_path is not None:
+            subresources["scale"]["labelSelectorPath"] = scale.label_selector_path
+    version = {
+        "name": model.VERSION,
+        "served": True,
+        "storage": True,
+        "additionalPrinterColumns": [
+            {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+            {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        ],
+        "schema": {"openAPIV3Schema": _root_schema(model)},
+        "subresources": subresources,
+    }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{model.PLURAL}.{model.GROUP}"},
+        "spec": {
+            "group": model.GROUP,
+            "names": names,
+            "scope": "Namespaced",
+            "versions": [version],
+        },
+    }
+
+
+def crd_to_yaml(crd: dict[str, Any]) -> str:
+    """Deterministic YAML for a committed manifest."""
+    body = yaml.safe_dump(crd, sort_keys=False, default_flow_style=False, width=100)
+    return f"# Generated by hack/gen-crds.py from the pydantic models; do not edit.\n---\n{body}"

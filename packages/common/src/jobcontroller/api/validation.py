@@ -1,0 +1,141 @@
+"""Validation helpers shared by the framework validators.
+
+Every function is pure and returns human-readable error strings prefixed with the offending
+field path (`spec.tfReplicaSpecs[Worker].replicas: ...`), the shape of the apiserver's own
+messages. The same rules are enforced at admission by the generated CRDs; these functions let
+the controllers re-check objects that predate the CRD (or were stored with an older one) and
+give unit tests a cluster-free oracle.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from jobcontroller.api.common import ReplicaSpec, RunPolicy
+
+__all__ = [
+    "DNS1035_LABEL_PATTERN",
+    "DNS1035_MESSAGE",
+    "MAX_DNS_LABEL_LENGTH",
+    "container_errors",
+    "dns1035_label_errors",
+    "duplicate_replica_type_errors",
+    "managed_by_errors",
+    "managed_by_update_errors",
+    "pod_name_length_errors",
+    "replica_pod_name",
+]
+
+MAX_DNS_LABEL_LENGTH = 63
+DNS1035_LABEL_PATTERN = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
+_DNS1035_LABEL = re.compile(DNS1035_LABEL_PATTERN)
+
+DNS1035_MESSAGE = (
+    "must be a DNS-1035 label: lower-case letters, digits and '-', "
+    "starting with a letter and ending with a letter or digit"
+)
+
+
+def dns1035_label_errors(value: str, *, path: str) -> list[str]:
+    """Errors for `value` as a DNS-1035 label (the form Service names must take)."""
+    errors: list[str] = []
+    if len(value) > MAX_DNS_LABEL_LENGTH:
+        errors.append(f"{path}: must be no more than {MAX_DNS_LABEL_LENGTH} characters")
+    if not _DNS1035_LABEL.match(value):
+        errors.append(f"{path}: {value!r} {DNS1035_MESSAGE}")
+    return errors
+
+
+def replica_pod_name(*, job_name: str, replica_type: str, index: int) -> str:
+    """`<job>-<lower(rtype)>-<index>`: the name of a replica's pod and of its Service."""
+    return f"{job_name}-{replica_type.lower()}-{index}".replace("/", "-")
+
+
+def pod_name_length_errors(
+    *,
+    job_name: str,
+    replica_specs: Mapping[str, ReplicaSpec],
+    default_replicas: int = 1,
+) -> list[str]:
+    """Errors when a replica's pod/service name would exceed 63 characters (kubeflow #1101).
+
+    Without this check such a job is accepted and then sits forever without pods, because every
+    Service creation fails.
+    """
+    errors: list[str] = []
+    for rtype, spec in replica_specs.items():
+        replicas = spec.replicas if spec.replicas is not None else default_replicas
+        longest = replica_pod_name(
+            job_name=job_name, replica_type=rtype, index=max(replicas - 1, 0)
+        )
+        if len(longest) > MAX_DNS_LABEL_LENGTH:
+            errors.append(
+                f"metadata.name: too long: pod and service name {longest!r} would exceed "
+                f"{MAX_DNS_LABEL_LENGTH} characters; shorten the job name to at most "
+                f"{MAX_DNS_LABEL_LENGTH - (len(longest) - len(job_name))} characters"
+            )
+    return errors
+
+
+def duplicate_replica_type_errors(*, replica_specs: Iterable[str], path: str) -> list[str]:
+    """Keys that differ only in case would be defaulted onto each other: reject them."""
+    seen: dict[str, str] = {}
+    errors: list[str] = []
+    for rtype in replica_specs:
+        folded = rtype.lower()
+        if folded in seen:
+            errors.append(
+                f"{path}: replica types {seen[folded]!r} and {rtype!r} differ only in case"
+            )
+        else:
+            seen[folded] = rtype
+    return errors
+
+
+def _containers(template: Mapping[str, Any]) -> list[Any]:
+    spec = template.get("spec")
+    if not isinstance(spec, Mapping):
+        return []
+    containers = spec.get("containers")
+    return list(containers) if isinstance(containers, list) else []
+
+
+def container_errors(
+    *, replica_type: str, spec: ReplicaSpec, path: str, default_container: str | None
+) -> list[str]:
+    """Each replica needs containers with images, and the framework's named container."""
+    base = f"{path}[{replica_type}].template.spec.containers"
+    containers = _containers(spec.template)
+    if not containers:
+        return [f"{base}: must have at least one container"]
+    errors: list[str] = []
+    names: list[str] = []
+    for i, container in enumerate(containers):
+        if not isinstance(container, Mapping):
+            errors.append(f"{base}[{i}]: must be an object")
+            continue
+        names.append(str(container.get("name") or ""))
+        if not container.get("image"):
+            errors.append(f"{base}[{i}].image: must be set")
+    if default_container is not None and default_container not in names:
+        errors.append(f"{base}: must have a container named {default_container!r}")
+    return errors
+
+
+def managed_by_errors(*, run_policy: RunPolicy, allowed: Iterable[str]) -> list[str]:
+    allowed = list(allowed)
+    value = run_policy.managed_by
+    if value is None or value in allowed:
+        return []
+    return [
+        f"spec.runPolicy.managedBy: {value!r} is not supported; "
+        f"must be one of {', '.join(repr(a) for a in allowed)}"
+    ]
+
+
+def managed_by_update_errors(*, old: RunPolicy, new: RunPolicy) -> list[str]:
+    if old.managed_by == new.managed_by:
+        return []
+    return ["spec.runPolicy.managedBy: managedBy is immutable"]

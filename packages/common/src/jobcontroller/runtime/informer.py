@@ -1,0 +1,492 @@
+"""List-then-watch cache of one resource, with client-go reflector semantics.
+
+The loop: LIST, replace the :class:`~jobcontroller.runtime.store.Store`, then WATCH from the
+list's resourceVersion with bookmarks and a random server timeout in [5, 10] minutes, re-watching
+from the last seen resourceVersion (bookmarks included) whenever the stream ends.
+
+* **Which LIST.** The first LIST asks for resourceVersion ``"0"`` (served by the API server's
+  watch cache, no etcd read); later relists ask for the last seen version without a page limit,
+  so the watch cache serves them too. Only when a LIST answers 410 Gone or "too large resource
+  version" (a freshly restarted server whose cache is behind) does the next one read a quorum
+  (``""``) from etcd, in pages.
+* **410 Gone on the watch** means our version was compacted away: relist, emit ``on_delete``
+  for objects that vanished, ``on_add`` for new ones and ``on_update`` only for objects whose
+  resourceVersion changed (client-go would also emit no-op updates; reconciles are level-based,
+  so unchanged objects need no event).
+* **Dead streams.** A read timeout a margin above the server timeout, plus an inactivity timeout
+  (default 2 minutes, twice the server's bookmark interval) between two lines.
+* **Errors** back off with jitter from 0.8 s to 30 s, reset after 2 minutes without a failure.
+
+Handlers run in the informer's task, after the store is updated, one event at a time; they
+should only enqueue keys. An exception in a handler is logged and counted, never fatal. A handler
+may be a coroutine function; it is awaited, which holds back the next event.
+
+**What the store keeps.** A ``transform`` runs on every object before it is stored. The default,
+:func:`strip_managed_fields`, drops ``metadata.managedFields`` (server-side-apply bookkeeping,
+often the largest part of a small object) and keeps everything else. :func:`compact_pod` goes
+further for pods and keeps only what job controllers read: all of ``metadata`` except
+managedFields; ``spec`` minus volumes, affinity, tolerations and the containers' command, args,
+env, envFrom, volumeMounts and probes; and ``status`` minus ``containerStatuses[].image*`` and
+``imageID`` details. Objects in the store are shared: treat them as read-only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import random
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from jobcontroller.runtime.clock import Clock, monotonic
+from jobcontroller.runtime.kube import ApiError, KubeApi, Resource, WatchInactive
+from jobcontroller.runtime.metrics import Metrics
+from jobcontroller.runtime.store import Obj, ReplaceDiff, Store, resource_version
+
+log = structlog.get_logger(__name__)
+
+AddHandler = Callable[[Obj], Awaitable[None] | None]
+UpdateHandler = Callable[[Obj, Obj], Awaitable[None] | None]
+DeleteHandler = Callable[[Obj], Awaitable[None] | None]
+Transform = Callable[[Obj], Obj]
+
+_POD_SPEC_DROP = ("volumes", "affinity", "tolerations", "topologySpreadConstraints")
+_CONTAINER_DROP = (
+    "command",
+    "args",
+    "env",
+    "envFrom",
+    "volumeMounts",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "lifecycle",
+    "securityContext",
+)
+_CONTAINER_STATUS_DROP = ("image", "imageID", "containerID", "volumeMounts", "allocatedResources")
+
+
+def strip_managed_fields(obj: Obj) -> Obj:
+    """Drop ``metadata.managedFields`` (in place: the object was just decoded for us)."""
+    meta = obj.get("metadata")
+    if meta is not None:
+        meta.pop("managedFields", None)
+    return obj
+
+
+def compact_pod(obj: Obj) -> Obj:
+    """A pod reduced to what job controllers read (see the module docstring)."""
+    strip_managed_fields(obj)
+    spec = obj.get("spec") or {}
+    for key in _POD_SPEC_DROP:
+        spec.pop(key, None)
+    for group in ("initContainers", "containers"):
+        for container in spec.get(group) or ():
+            for key in _CONTAINER_DROP:
+                container.pop(key, None)
+    status = obj.get("status") or {}
+    for group in ("initContainerStatuses", "containerStatuses"):
+        for cstatus in status.get(group) or ():
+            for key in _CONTAINER_STATUS_DROP:
+                cstatus.pop(key, None)
+    return obj
+
+
+@dataclass(frozen=True, slots=True)
+class InformerSettings:
+    """Timing of an :class:`Informer`; the defaults are client-go's."""
+
+    min_watch_timeout: int = 300
+    """Lower bound of the random server-side ``timeoutSeconds`` of a watch."""
+    max_watch_timeout: int = 600
+    """Upper bound of it; spreading reconnects keeps many informers from relisting together."""
+    inactivity_timeout: float = 120.0
+    """Seconds without any line (bookmarks arrive about every 60 s) before a stream is dead."""
+    backoff_initial: float = 0.8
+    """First delay after a failure."""
+    backoff_max: float = 30.0
+    """Longest delay."""
+    backoff_reset_after: float = 120.0
+    """Seconds without a failure after which the delay starts again from ``backoff_initial``."""
+    quorum_list_page_size: int = 500
+    """Page size of a LIST read from etcd (resourceVersion ``""``)."""
+    short_watch: float = 1.0
+    """A stream that ends normally this soon without any event counts as a failure."""
+
+
+class Backoff:
+    """Jittered exponential backoff that forgets failures after a healthy period.
+
+    Delay ``n`` (0-based) is ``initial * factor**n`` capped at ``maximum``, times a jitter
+    factor in ``[1 - jitter/2, 1 + jitter/2)``, and never above ``maximum``.
+    """
+
+    def __init__(
+        self,
+        *,
+        initial: float = 0.8,
+        maximum: float = 30.0,
+        factor: float = 2.0,
+        jitter: float = 0.5,
+        reset_after: float = 120.0,
+        clock: Clock = monotonic,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self._initial = initial
+        self._maximum = maximum
+        self._factor = factor
+        self._jitter = jitter
+        self._reset_after = reset_after
+        self._clock = clock
+        self._rng = rng
+        self._step = 0
+        self._last_failure: float | None = None
+
+    @property
+    def failures(self) -> int:
+        """Failures counted since the last reset."""
+        return self._step
+
+    def next_delay(self) -> float:
+        """Record a failure now and return how long to wait before trying again."""
+        now = self._clock()
+        if self._last_failure is not None and now - self._last_failure >= self._reset_after:
+            self._step = 0
+        self._last_failure = now
+        base = min(self._maximum, self._initial * self._factor ** min(self._step, 64))
+        self._step += 1
+        return min(self._maximum, base * (1.0 + self._jitter * (self._rng() - 0.5)))
+
+
+@dataclass(frozen=True, slots=True)
+class InformerStatistics:
+    """A snapshot of an :class:`Informer`."""
+
+    resource: str
+    namespace: str | None
+    objects: int
+    resource_version: str
+    synced: bool
+    lists: int
+    """Successful LISTs, the initial one included."""
+    watches: int
+    """Watch streams opened."""
+    watch_restarts: int
+    """Streams that ended, for any reason."""
+    events: int
+    """ADDED/MODIFIED/DELETED events applied."""
+    bookmarks: int
+    handler_errors: int
+
+
+class Informer:
+    """Keeps a :class:`Store` of one resource in step with the API server and calls handlers."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        transform: Transform | None = strip_managed_fields,
+        label_indexes: Iterable[str] = (),
+        settings: InformerSettings | None = None,
+        metrics: Metrics | None = None,
+        name: str | None = None,
+        clock: Clock = monotonic,
+    ) -> None:
+        self._api = api
+        self.resource = resource
+        self.namespace = namespace
+        self._label_selector = label_selector
+        self._field_selector = field_selector
+        self._transform = transform
+        self._settings = settings or InformerSettings()
+        self._metrics = metrics
+        self.name = name or resource.label
+        self._clock = clock
+        self.store = Store()
+        for label_key in label_indexes:
+            self.store.add_label_index(label_key)
+        self._backoff = Backoff(
+            initial=self._settings.backoff_initial,
+            maximum=self._settings.backoff_max,
+            reset_after=self._settings.backoff_reset_after,
+            clock=clock,
+        )
+        self._on_add: list[AddHandler] = []
+        self._on_update: list[UpdateHandler] = []
+        self._on_delete: list[DeleteHandler] = []
+        self._rv = ""
+        self._rv_unavailable = False
+        self._need_list = True
+        self._synced = asyncio.Event()
+        self._started = False
+        self._stopping = False
+        self._task: asyncio.Task[Any] | None = None
+        self._lists = self._watches = self._restarts = 0
+        self._events = self._bookmarks = self._handler_errors = 0
+
+    # -- wiring -------------------------------------------------------------------------------
+
+    def add_handlers(
+        self,
+        *,
+        on_add: AddHandler | None = None,
+        on_update: UpdateHandler | None = None,
+        on_delete: DeleteHandler | None = None,
+    ) -> None:
+        """Register handlers; only before :meth:`run`, so none misses the initial list."""
+        if self._started:
+            raise RuntimeError(f"informer {self.name} already started; register handlers first")
+        if on_add is not None:
+            self._on_add.append(on_add)
+        if on_update is not None:
+            self._on_update.append(on_update)
+        if on_delete is not None:
+            self._on_delete.append(on_delete)
+
+    @property
+    def has_synced(self) -> bool:
+        """True once the first LIST is in the store and its handlers have run."""
+        return self._synced.is_set()
+
+    async def wait_synced(self) -> None:
+        await self._synced.wait()
+
+    @property
+    def resource_version(self) -> str:
+        """The last resourceVersion seen (list, event or bookmark); a watch resumes from it."""
+        return self._rv
+
+    def statistics(self) -> InformerStatistics:
+        return InformerStatistics(
+            resource=self.name,
+            namespace=self.namespace,
+            objects=len(self.store),
+            resource_version=self._rv,
+            synced=self.has_synced,
+            lists=self._lists,
+            watches=self._watches,
+            watch_restarts=self._restarts,
+            events=self._events,
+            bookmarks=self._bookmarks,
+            handler_errors=self._handler_errors,
+        )
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """List and watch until cancelled or :meth:`stop` (then it returns normally)."""
+        if self._started:
+            raise RuntimeError(f"informer {self.name} runs already")
+        self._started = True
+        self._task = asyncio.current_task()
+        try:
+            while not self._stopping:
+                await self._cycle()
+        except asyncio.CancelledError:
+            task = self._task
+            if self._stopping and task is not None and task.uncancel() == 0:
+                return
+            raise
+        finally:
+            self._task = None
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to return; safe to call more than once or before it starts."""
+        self._stopping = True
+        if self._task is not None and self._task is not asyncio.current_task():
+            self._task.cancel()
+
+    async def _cycle(self) -> None:
+        """One LIST (if needed) and one watch stream; failures are logged and waited out."""
+        try:
+            if self._need_list:
+                await self._list()
+            reason = await self._watch()
+        except ApiError as exc:
+            if exc.is_gone:
+                self._need_list = True
+                reason = "gone"
+            else:
+                reason = "error"
+            await self._failed(reason, exc)
+            return
+        except WatchInactive as exc:
+            await self._failed("inactive", exc)
+            return
+        except Exception as exc:
+            await self._failed("error", exc)
+            return
+        self._restart(reason)
+        if reason == "short":
+            await asyncio.sleep(self._backoff.next_delay())
+
+    def _restart(self, reason: str) -> None:
+        self._restarts += 1
+        if self._metrics is not None:
+            self._metrics.watch_restarts.labels(self.name, reason).inc()
+
+    async def _failed(self, reason: str, exc: BaseException) -> None:
+        self._restart(reason)
+        delay = self._backoff.next_delay()
+        level = log.info if reason == "gone" else log.warning
+        level(
+            "informer.restart",
+            resource=self.name,
+            reason=reason,
+            error=repr(exc),
+            relist=self._need_list,
+            delay=round(delay, 3),
+        )
+        await asyncio.sleep(delay)
+
+    # -- list ---------------------------------------------------------------------------------
+
+    async def _list(self) -> None:
+        if self._rv_unavailable:
+            rv, limit = "", self._settings.quorum_list_page_size
+        else:
+            rv, limit = (self._rv or "0"), None
+        try:
+            items, list_rv = await self._api.list(
+                self.resource,
+                namespace=self.namespace,
+                label_selector=self._label_selector,
+                field_selector=self._field_selector,
+                resource_version=rv,
+                limit=limit,
+            )
+        except ApiError as exc:
+            if exc.is_gone or exc.is_too_large_resource_version:
+                self._rv_unavailable = True
+            raise
+        if self._transform is not None:
+            items = [self._transform(item) for item in items]
+        diff = self.store.replace(items)
+        self._rv = list_rv
+        self._rv_unavailable = False
+        self._need_list = False
+        self._lists += 1
+        if self._metrics is not None:
+            self._metrics.relists.labels(self.name).inc()
+        self._set_gauge()
+        log.debug(
+            "informer.listed",
+            resource=self.name,
+            resource_version=list_rv,
+            objects=len(items),
+            added=len(diff.added),
+            updated=len(diff.updated),
+            deleted=len(diff.deleted),
+        )
+        await self._emit_diff(diff)
+        self._synced.set()
+
+    async def _emit_diff(self, diff: ReplaceDiff) -> None:
+        for obj in diff.deleted:
+            await self._emit_delete(obj)
+        for obj in diff.added:
+            await self._emit_add(obj)
+        for old, new in diff.updated:
+            await self._emit_update(old, new)
+
+    # -- watch --------------------------------------------------------------------------------
+
+    async def _watch(self) -> str:
+        """One stream; returns why it ended normally ("closed" or "short")."""
+        settings = self._settings
+        timeout = random.randint(settings.min_watch_timeout, settings.max_watch_timeout)
+        started = self._clock()
+        seen = 0
+        self._watches += 1
+        stream = self._api.watch(
+            self.resource,
+            namespace=self.namespace,
+            label_selector=self._label_selector,
+            field_selector=self._field_selector,
+            resource_version=self._rv,
+            timeout_seconds=timeout,
+            inactivity_timeout=settings.inactivity_timeout,
+        )
+        async with contextlib.aclosing(stream):
+            async for event in stream:
+                seen += 1
+                await self._apply(event)
+                if self._stopping:  # stop() called by a handler, which it cannot cancel
+                    break
+        if seen == 0 and self._clock() - started < settings.short_watch:
+            return "short"
+        return "closed"
+
+    async def _apply(self, event: Obj) -> None:
+        kind = event.get("type")
+        obj: Obj = event.get("object") or {}
+        rv = resource_version(obj)
+        if kind == "BOOKMARK":
+            self._bookmarks += 1
+            if rv:
+                self._rv = rv
+            return
+        if kind not in ("ADDED", "MODIFIED", "DELETED"):
+            log.warning("informer.unknown_event", resource=self.name, type=kind)
+            return
+        if self._transform is not None:
+            obj = self._transform(obj)
+        self._events += 1
+        if kind == "DELETED":
+            self.store.remove(obj)
+            self._rv = rv or self._rv
+            self._set_gauge()
+            await self._emit_delete(obj)
+            return
+        old = self.store.upsert(obj)
+        self._rv = rv or self._rv
+        if old is None:
+            self._set_gauge()
+            await self._emit_add(obj)
+        else:
+            await self._emit_update(old, obj)
+
+    # -- handlers -----------------------------------------------------------------------------
+
+    async def _emit_add(self, obj: Obj) -> None:
+        for handler in self._on_add:
+            await self._call("add", handler, obj)
+
+    async def _emit_update(self, old: Obj, new: Obj) -> None:
+        for handler in self._on_update:
+            await self._call("update", handler, old, new)
+
+    async def _emit_delete(self, obj: Obj) -> None:
+        for handler in self._on_delete:
+            await self._call("delete", handler, obj)
+
+    async def _call(self, kind: str, handler: Callable[..., Any], *args: Obj) -> None:
+        try:
+            result = handler(*args)
+            if inspect.isawaitable(result):
+                await result
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self._handler_errors += 1
+            meta = args[-1].get("metadata") or {}
+            log.exception(
+                "informer.handler_failed",
+                resource=self.name,
+                handler=kind,
+                namespace=meta.get("namespace"),
+                name=meta.get("name"),
+            )
+
+    def _set_gauge(self) -> None:
+        if self._metrics is not None:
+            self._metrics.informer_objects.labels(self.name).set(len(self.store))

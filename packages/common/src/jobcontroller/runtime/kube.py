@@ -1,0 +1,651 @@
+"""Kubernetes API access with plain JSON dicts.
+
+Objects travel as the dicts the API server sent: building kubernetes_asyncio model classes for
+every pod is slow and memory-hungry, and the generated patch methods pick JSON-patch for a dict
+body. kubernetes_asyncio is kept for what it does well: loading a kubeconfig or the in-cluster
+service account (including token refresh) and its aiohttp-based REST client.
+
+Timeouts. kubernetes_asyncio applies no client timeout by default, so a half-open TCP connection
+could block forever. Every request here has a connect timeout and a read timeout
+(:class:`ApiSettings`). Watch streams get a socket read timeout a margin above the server-side
+``timeoutSeconds`` and, on top, an inactivity timeout between two lines (the server sends
+bookmarks about once a minute, so silence means a dead stream).
+
+Retries. :meth:`KubeApi.request` retries a bounded number of times with jittered exponential
+backoff, never sleeping less than the server's ``Retry-After``:
+
+* 429 Too Many Requests, for every verb: the server (max-in-flight or priority-and-fairness)
+  rejected the request before doing anything.
+* 500, 502, 503, 504 and connection errors or read timeouts, only for verbs that are safe to
+  repeat: GET, HEAD, PUT (carries ``metadata.resourceVersion``, so a repeat of an applied update
+  is a 409 the caller handles), PATCH (merge patches are idempotent) and DELETE (a repeat of an
+  applied delete is a 404, which the caller sees).
+* POST (create) is retried on 429 and when the TCP connection could not be established
+  (``aiohttp.ClientConnectorError``): in both cases the server never processed it. A 5xx, a reset
+  connection or a read timeout after the request was sent may hide a create that happened, and a
+  blind repeat could duplicate a ``generateName`` object, so those are raised to the caller.
+
+409 Conflict is never retried here: callers re-read and recompute instead of overwriting newer
+state. Errors the server sent are raised as :class:`ApiError`; transport failures surface as
+``aiohttp.ClientError`` or ``TimeoutError`` after the retries are spent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import time
+from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
+from typing import Any, Self
+from urllib.parse import quote
+
+import aiohttp
+import structlog
+from kubernetes_asyncio.client import ApiClient, Configuration
+from kubernetes_asyncio.config import load_incluster_config, load_kube_config
+
+from jobcontroller.runtime.metrics import Metrics
+from jobcontroller.runtime.ratelimit import TokenBucket
+
+log = structlog.get_logger(__name__)
+
+Obj = dict[str, Any]
+#: Module-level alias: inside KubeApi the name ``list`` is a method.
+ObjList = list[Obj]
+QueryValue = str | int | bool | None
+
+#: Above this size a response is decoded in a worker thread, so a big LIST does not stall the
+#: event loop (and with it lease renewals and other watches).
+_THREAD_DECODE_BYTES = 1 << 20
+
+_IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "PATCH", "DELETE"})
+_RETRY_STATUSES = frozenset({500, 502, 503, 504})
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """One API resource: enough to build its URL and to fill in list items' apiVersion/kind."""
+
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def label(self) -> str:
+        """Metric label: ``pods`` for the core group, ``tfjobs.kubeflow.org`` otherwise."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def path(
+        self,
+        *,
+        namespace: str | None = None,
+        name: str | None = None,
+        subresource: str | None = None,
+    ) -> str:
+        """URL path; a namespaced resource without ``namespace`` means all namespaces."""
+        parts = [f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"]
+        if namespace is not None:
+            if not self.namespaced:
+                raise ValueError(f"{self.kind} is cluster-scoped; no namespace allowed")
+            parts += ["namespaces", quote(namespace, safe="")]
+        parts.append(self.plural)
+        if name is not None:
+            parts.append(quote(name, safe=""))
+        if subresource is not None:
+            if name is None:
+                raise ValueError("a subresource needs an object name")
+            parts.append(subresource)
+        return "/".join(parts)
+
+
+PODS = Resource("", "v1", "Pod", "pods")
+SERVICES = Resource("", "v1", "Service", "services")
+CONFIGMAPS = Resource("", "v1", "ConfigMap", "configmaps")
+SECRETS = Resource("", "v1", "Secret", "secrets")
+EVENTS = Resource("", "v1", "Event", "events")
+SERVICE_ACCOUNTS = Resource("", "v1", "ServiceAccount", "serviceaccounts")
+NAMESPACES = Resource("", "v1", "Namespace", "namespaces", namespaced=False)
+NODES = Resource("", "v1", "Node", "nodes", namespaced=False)
+LEASES = Resource("coordination.k8s.io", "v1", "Lease", "leases")
+JOBS = Resource("batch", "v1", "Job", "jobs")
+HPAS = Resource("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers")
+CRDS = Resource(
+    "apiextensions.k8s.io",
+    "v1",
+    "CustomResourceDefinition",
+    "customresourcedefinitions",
+    namespaced=False,
+)
+
+
+class ApiError(Exception):
+    """An error response (or watch ERROR event) from the API server."""
+
+    def __init__(
+        self,
+        *,
+        status: int,
+        reason: str = "",
+        message: str = "",
+        body: dict[str, Any] | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(f"{status} {reason}: {message}" if message else f"{status} {reason}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body = body
+        self.retry_after = retry_after
+
+    @classmethod
+    def from_status(cls, status_obj: Mapping[str, Any], *, http_status: int | None = None) -> Self:
+        """Build from a ``Status`` object, e.g. the object of a watch ERROR event."""
+        details = status_obj.get("details") or {}
+        retry = details.get("retryAfterSeconds")
+        return cls(
+            status=int(status_obj.get("code") or http_status or 0),
+            reason=str(status_obj.get("reason", "")),
+            message=str(status_obj.get("message", "")),
+            body=dict(status_obj),
+            retry_after=float(retry) if retry else None,
+        )
+
+    @classmethod
+    def from_response(
+        cls, *, status: int, data: bytes, headers: Mapping[str, str], reason: str = ""
+    ) -> Self:
+        try:
+            payload = json.loads(data) if data else None
+        except ValueError:
+            payload = None
+        if isinstance(payload, dict) and payload.get("kind") == "Status":
+            err = cls.from_status(payload, http_status=status)
+            err.status = status
+        else:
+            text = data[:500].decode("utf-8", "replace")
+            err = cls(status=status, reason=reason, message=text)
+        header_retry = _parse_retry_after(headers.get("Retry-After"))
+        if header_retry is not None:
+            err.retry_after = header_retry
+        return err
+
+    @property
+    def is_not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def is_conflict(self) -> bool:
+        """A stale resourceVersion or precondition (409 other than AlreadyExists)."""
+        return self.status == 409 and self.reason != "AlreadyExists"
+
+    @property
+    def is_already_exists(self) -> bool:
+        return self.status == 409 and self.reason == "AlreadyExists"
+
+    @property
+    def is_gone(self) -> bool:
+        return self.status == 410
+
+    @property
+    def is_too_large_resource_version(self) -> bool:
+        """A LIST asked for a resourceVersion the (restarted) watch cache has not reached yet."""
+        causes = (self.body or {}).get("details", {}).get("causes") or []
+        if any(c.get("reason") == "ResourceVersionTooLarge" for c in causes):
+            return True
+        return self.status == 504 and "Too large resource version" in self.message
+
+
+class WatchInactive(TimeoutError):
+    """No line arrived on a watch stream within its inactivity timeout."""
+
+
+def _parse_retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None  # the HTTP-date form is not used by the API server
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSettings:
+    """Timeouts and retry policy of a :class:`KubeApi`."""
+
+    connect_timeout: float = 10.0
+    """Seconds to establish a TCP+TLS connection (or get one from the pool)."""
+    read_timeout: float = 60.0
+    """Seconds of socket silence before a non-watch request fails; the server's own limit is 60."""
+    watch_read_margin: float = 30.0
+    """A watch's socket read timeout is its server-side ``timeoutSeconds`` plus this."""
+    max_attempts: int = 5
+    """Tries per request, the first included."""
+    backoff_base: float = 0.2
+    """Delay before the first retry; doubles per retry."""
+    backoff_max: float = 5.0
+    """Cap of the exponential part of the delay."""
+    max_retry_after: float = 30.0
+    """Cap on one sleep asked for by ``Retry-After``; a server asking more gets an error."""
+
+
+def retry_delay(*, attempt: int, settings: ApiSettings, retry_after: float | None) -> float:
+    """Seconds to wait before retry number ``attempt`` (1-based): jitter in [50 %, 100 %]."""
+    exp = min(settings.backoff_max, settings.backoff_base * 2.0 ** (attempt - 1))
+    delay = exp * random.uniform(0.5, 1.0)
+    if retry_after is not None:
+        delay = max(delay, min(retry_after, settings.max_retry_after))
+    return delay
+
+
+def should_retry_status(*, method: str, status: int) -> bool:
+    if status == 429:
+        return True
+    return status in _RETRY_STATUSES and method in _IDEMPOTENT
+
+
+def should_retry_exception(*, method: str, exc: BaseException) -> bool:
+    if method in _IDEMPOTENT:
+        return isinstance(exc, aiohttp.ClientConnectionError | TimeoutError)
+    # Only a failed connect proves a POST never reached the server.
+    return isinstance(exc, aiohttp.ClientConnectorError)
+
+
+def path_resource_label(path: str) -> str:
+    """Metric label for a URL path: ``pods``, ``tfjobs.kubeflow.org/status``..."""
+    segs = [s for s in path.split("?", 1)[0].split("/") if s]
+    if len(segs) >= 2 and segs[0] == "api":
+        group, rest = "", segs[2:]
+    elif len(segs) >= 3 and segs[0] == "apis":
+        group, rest = segs[1], segs[3:]
+    else:
+        return "other"
+    if len(rest) > 2 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+        rest = rest[2:]
+    if not rest:
+        return "discovery"
+    label = f"{rest[0]}.{group}" if group else rest[0]
+    return f"{label}/{rest[2]}" if len(rest) > 2 else label
+
+
+def _encode_query(query: Mapping[str, QueryValue] | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in (query or {}).items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            out[key] = "true" if value else "false"
+        else:
+            out[key] = str(value)
+    return out
+
+
+async def _decode(data: bytes) -> Any:
+    if not data:
+        return None
+    if len(data) > _THREAD_DECODE_BYTES:
+        return await asyncio.to_thread(json.loads, data)
+    return json.loads(data)
+
+
+class KubeApi:
+    """The one client every runtime component shares (one connection pool, one QPS budget)."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        *,
+        qps: float = 20.0,
+        burst: int = 30,
+        metrics: Metrics | None = None,
+        user_agent: str = "jobcontroller",
+        settings: ApiSettings | None = None,
+    ) -> None:
+        self._client = api_client
+        self._config: Configuration = api_client.configuration
+        self._rest = api_client.rest_client
+        self._host = str(self._config.host).rstrip("/")
+        self._bucket = TokenBucket(qps, burst) if qps > 0 else None
+        self._metrics = metrics
+        self._user_agent = user_agent
+        self.settings = settings or ApiSettings()
+        self._timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=self.settings.connect_timeout,
+            sock_connect=self.settings.connect_timeout,
+            sock_read=self.settings.read_timeout,
+        )
+
+    @classmethod
+    async def from_config(
+        cls,
+        *,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        qps: float = 20.0,
+        burst: int = 30,
+        metrics: Metrics | None = None,
+        user_agent: str = "jobcontroller",
+        settings: ApiSettings | None = None,
+    ) -> KubeApi:
+        """In-cluster config when running in a pod and no kubeconfig is named, else a kubeconfig
+        (``kubeconfig``, then ``$KUBECONFIG``, then ``~/.kube/config``)."""
+        configuration = Configuration()
+        if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+            # Installs a hook that re-reads the projected service-account token.
+            load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]  # untyped upstream
+        else:
+            loader = await load_kube_config(
+                config_file=_kubeconfig_path(kubeconfig),
+                context=context,
+                client_configuration=configuration,
+                persist_config=False,
+            )
+            _install_exec_token_refresh(loader, configuration)
+        return cls(
+            ApiClient(configuration),
+            qps=qps,
+            burst=burst,
+            metrics=metrics,
+            user_agent=user_agent,
+            settings=settings,
+        )
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # -- verbs --------------------------------------------------------------------------------
+
+    async def get(
+        self,
+        resource: Resource,
+        name: str,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> Obj:
+        path = resource.path(namespace=namespace, name=name, subresource=subresource)
+        result: Obj = await self.request("GET", path)
+        return result
+
+    async def list(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str | None = None,
+        limit: int | None = None,
+    ) -> tuple[ObjList, str]:
+        """All items, following ``continue`` pages, and the list's resourceVersion."""
+        items: ObjList = []
+        token: str | None = None
+        while True:
+            query: dict[str, QueryValue] = {
+                "labelSelector": label_selector,
+                "fieldSelector": field_selector,
+                "limit": limit,
+            }
+            if token:
+                query["continue"] = token  # resourceVersion is refused together with continue
+            else:
+                query["resourceVersion"] = resource_version
+            page = await self.request("GET", resource.path(namespace=namespace), query=query)
+            for item in page.get("items") or ():
+                item.setdefault("apiVersion", resource.api_version)
+                item.setdefault("kind", resource.kind)
+                items.append(item)
+            meta = page.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                return items, str(meta.get("resourceVersion", ""))
+
+    async def create(self, resource: Resource, body: Obj, *, namespace: str | None = None) -> Obj:
+        result: Obj = await self.request("POST", resource.path(namespace=namespace), body=body)
+        return result
+
+    async def replace(
+        self,
+        resource: Resource,
+        body: Obj,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> Obj:
+        name = body["metadata"]["name"]
+        path = resource.path(namespace=namespace, name=name, subresource=subresource)
+        result: Obj = await self.request("PUT", path, body=body)
+        return result
+
+    async def merge_patch(
+        self,
+        resource: Resource,
+        name: str,
+        patch: Obj,
+        *,
+        namespace: str | None = None,
+        subresource: str | None = None,
+    ) -> Obj:
+        path = resource.path(namespace=namespace, name=name, subresource=subresource)
+        result: Obj = await self.request(
+            "PATCH", path, body=patch, content_type="application/merge-patch+json"
+        )
+        return result
+
+    async def delete(
+        self,
+        resource: Resource,
+        name: str,
+        *,
+        namespace: str | None = None,
+        uid: str | None = None,
+        propagation_policy: str | None = "Background",
+    ) -> None:
+        options: Obj = {"kind": "DeleteOptions", "apiVersion": "v1"}
+        if propagation_policy is not None:
+            options["propagationPolicy"] = propagation_policy
+        if uid is not None:
+            options["preconditions"] = {"uid": uid}
+        await self.request("DELETE", resource.path(namespace=namespace, name=name), body=options)
+
+    async def watch(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        resource_version: str,
+        timeout_seconds: int,
+        inactivity_timeout: float,
+    ) -> AsyncGenerator[Obj, None]:
+        """Raw watch events until the server closes the stream.
+
+        Raises :class:`ApiError` for an error response or an ERROR event (410 Gone included),
+        :class:`WatchInactive` when no line arrives for ``inactivity_timeout`` seconds.
+        """
+        query: dict[str, QueryValue] = {
+            "watch": True,
+            "allowWatchBookmarks": True,
+            "resourceVersion": resource_version,
+            "timeoutSeconds": timeout_seconds,
+            "labelSelector": label_selector,
+            "fieldSelector": field_selector,
+        }
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=self.settings.connect_timeout,
+            sock_connect=self.settings.connect_timeout,
+            sock_read=timeout_seconds + self.settings.watch_read_margin,
+        )
+        path = resource.path(namespace=namespace)
+        resp = await self._send("GET", path, query=query, client_timeout=timeout, verb="WATCH")
+        async with resp:
+            if resp.status != 200:
+                raise ApiError.from_response(
+                    status=resp.status,
+                    data=await resp.read(),
+                    headers=resp.headers,
+                    reason=resp.reason or "",
+                )
+            while True:
+                try:
+                    async with asyncio.timeout(inactivity_timeout) as deadline:
+                        line = await resp.content.readline()
+                except TimeoutError as exc:
+                    if deadline.expired():
+                        raise WatchInactive(
+                            f"no watch event for {inactivity_timeout:.0f}s on {resource.label}"
+                        ) from exc
+                    raise
+                if not line:
+                    return
+                if line.isspace():
+                    continue
+                event: Obj = json.loads(line)
+                if event.get("type") == "ERROR":
+                    raise ApiError.from_status(event.get("object") or {})
+                yield event
+
+    # -- the generic seam ---------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, QueryValue] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+    ) -> Any:
+        """One API call with rate limiting, bounded retries and metrics; returns decoded JSON."""
+        method = method.upper()
+        attempt = 0
+        while True:
+            attempt += 1
+            started = time.monotonic()
+            try:
+                resp = await self._send(
+                    method,
+                    path,
+                    query=query,
+                    body=body,
+                    content_type=content_type,
+                    client_timeout=self._timeout,
+                    verb=method,
+                )
+                async with resp:
+                    data = await resp.read()
+                    status, headers, reason = resp.status, resp.headers, resp.reason or ""
+                if self._metrics is not None:
+                    self._metrics.api_request_duration.labels(
+                        method, path_resource_label(path)
+                    ).observe(time.monotonic() - started)
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                if attempt >= self.settings.max_attempts or not should_retry_exception(
+                    method=method, exc=exc
+                ):
+                    raise
+                delay = retry_delay(attempt=attempt, settings=self.settings, retry_after=None)
+                log.info(
+                    "api.retry", method=method, path=path, error=repr(exc), delay=round(delay, 3)
+                )
+                await asyncio.sleep(delay)
+                continue
+            if 200 <= status < 300:
+                return await _decode(data)
+            err = ApiError.from_response(status=status, data=data, headers=headers, reason=reason)
+            too_long = (
+                err.retry_after is not None and err.retry_after > self.settings.max_retry_after
+            )
+            if (
+                attempt >= self.settings.max_attempts
+                or too_long
+                or not should_retry_status(method=method, status=status)
+            ):
+                raise err
+            delay = retry_delay(
+                attempt=attempt, settings=self.settings, retry_after=err.retry_after
+            )
+            log.info("api.retry", method=method, path=path, status=status, delay=round(delay, 3))
+            await asyncio.sleep(delay)
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, QueryValue] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        client_timeout: aiohttp.ClientTimeout,
+        verb: str,
+    ) -> aiohttp.ClientResponse:
+        """One attempt; the caller must release the response (``async with``)."""
+        if self._bucket is not None:
+            waited = await self._bucket.acquire()
+            if self._metrics is not None:
+                self._metrics.api_rate_limiter_wait.observe(waited)
+        headers = {
+            "Accept": "application/json",
+            "Content-Type": content_type or "application/json",
+            "User-Agent": self._user_agent,
+        }
+        for setting in (await self._config.auth_settings()).values():
+            if setting.get("in") == "header" and setting.get("value"):
+                headers[setting["key"]] = setting["value"]
+        code = "error"
+        try:
+            resp: aiohttp.ClientResponse = await self._rest.request(
+                method,
+                self._host + path,
+                query_params=_encode_query(query),
+                headers=headers,
+                body=body,
+                _preload_content=False,
+                _request_timeout=client_timeout,
+            )
+            code = str(resp.status)
+            return resp
+        finally:
+            if self._metrics is not None:
+                self._metrics.api_requests.labels(verb, path_resource_label(path), code).inc()
+
+
+def _kubeconfig_path(kubeconfig: str | None) -> str:
+    # $KUBECONFIG is read now, not when kubernetes_asyncio was imported.
+    return os.path.expanduser(kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config")
+
+
+def _install_exec_token_refresh(loader: Any, configuration: Configuration) -> None:
+    """Re-run a kubeconfig exec credential plugin when its token expires.
+
+    kubernetes_asyncio only refreshes exec tokens from its separate ``refresh_token`` task; a
+    per-request hook is simpler. Plugins that give no expiry are run once, like kubectl does
+    until a 401.
+    """
+    if not hasattr(loader, "exec_plugin_expiry"):
+        return
+
+    async def refresh(config: Configuration, *_: Any) -> None:
+        await loader.load_from_exec_plugin()  # a no-op until the expiry passes
+        token = getattr(loader, "token", None)
+        if token:
+            config.api_key["BearerToken"] = token
+
+    configuration.refresh_api_key_hook = refresh

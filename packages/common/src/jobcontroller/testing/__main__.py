@@ -1,0 +1,140 @@
+"""``python -m jobcontroller.testing up|down|status [--dir .cluster]``: a detached local cluster.
+
+``up`` starts a supervisor process in its own session that runs the whole local cluster
+(etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, four fake nodes) and
+writes ``<dir>/kubeconfig``; it returns once the cluster is ready. The components die with the
+supervisor, so ``down`` (SIGTERM to the supervisor, then removal of ``<dir>``) leaves nothing
+running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from jobcontroller.testing.controlplane import START_TIMEOUT, ControlPlane
+
+
+def _supervise(directory: Path, nodes: int) -> int:
+    stop = False
+
+    def _on_signal(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    cp = ControlPlane(
+        controller_manager=True, scheduler=True, kwok=True, nodes=nodes, workdir=directory
+    )
+    try:
+        cp.start()
+    except Exception as exc:
+        (directory / "failed").write_text(str(exc))
+        return 1
+    (directory / "ready").write_text("\n".join(cp.describe()) + "\n")
+    while not stop:
+        signal.pause()
+    cp.stop()
+    return 0
+
+
+def _pid(directory: Path) -> int | None:
+    try:
+        pid = int((directory / "supervisor.pid").read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    return pid
+
+
+def up(directory: Path, nodes: int) -> int:
+    if _pid(directory) is not None and (directory / "ready").exists():
+        print(f"cluster already running; kubeconfig: {directory / 'kubeconfig'}")
+        return 0
+    down(directory, quiet=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    log = (directory / "supervisor.log").open("ab")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobcontroller.testing", "_supervise", str(directory), str(nodes)],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    (directory / "supervisor.pid").write_text(str(proc.pid))
+    deadline = time.monotonic() + START_TIMEOUT * 3
+    while time.monotonic() < deadline:
+        if (directory / "ready").exists():
+            print((directory / "ready").read_text(), end="")
+            print(f"kubeconfig: {directory / 'kubeconfig'}")
+            return 0
+        if (directory / "failed").exists() or proc.poll() is not None:
+            print("cluster failed to start:", file=sys.stderr)
+            with contextlib.suppress(OSError):
+                print((directory / "failed").read_text(), file=sys.stderr)
+            down(directory, quiet=True)
+            return 1
+        time.sleep(0.2)
+    print("cluster did not become ready in time", file=sys.stderr)
+    down(directory, quiet=True)
+    return 1
+
+
+def down(directory: Path, *, quiet: bool = False) -> int:
+    pid = _pid(directory)
+    if pid is not None:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
+            time.sleep(0.1)
+        else:
+            os.kill(pid, signal.SIGKILL)
+    if directory.exists():
+        shutil.rmtree(directory, ignore_errors=True)
+    if not quiet:
+        print("cluster stopped" if pid else "no cluster was running")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jobcontroller.testing")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name in ("up", "down", "status"):
+        p = sub.add_parser(name)
+        p.add_argument("--dir", default=".cluster", type=Path)
+        p.add_argument("--nodes", default=4, type=int)
+    sup = sub.add_parser("_supervise")
+    sup.add_argument("dir", type=Path)
+    sup.add_argument("nodes", type=int)
+    args = parser.parse_args(argv)
+    directory = args.dir.resolve()
+    if args.command == "_supervise":
+        return _supervise(directory, args.nodes)
+    if args.command == "up":
+        return up(directory, args.nodes)
+    if args.command == "down":
+        return down(directory)
+    running = _pid(directory) is not None
+    print(f"cluster {'running' if running else 'not running'}")
+    return 0 if running else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

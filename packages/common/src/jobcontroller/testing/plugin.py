@@ -1,0 +1,83 @@
+"""pytest plugin: a real local cluster for the whole session, an API client, a namespace per test.
+
+Registered through the ``pytest11`` entry point of the ``jobcontroller`` distribution, so any
+project that installs the library gets the fixtures:
+
+- ``control_plane``: the session's :class:`ControlPlane` (etcd, kube-apiserver,
+  kube-controller-manager, kube-scheduler, kwok with four fake nodes). Started on first use only,
+  so unit-test runs never start it. Tests that restart or compact it start their own instead.
+- ``kubeconfig``: the path of its admin kubeconfig.
+- ``kube``: a session-wide :class:`jobcontroller.runtime.kube.KubeApi`.
+- ``k8s_client``: a session-wide ``kubernetes_asyncio`` ``ApiClient``, for tests of that library.
+- ``namespace``: a fresh namespace for one test, deleted afterwards (without waiting).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+import pytest_asyncio
+
+from jobcontroller.testing.controlplane import ControlPlane
+
+if TYPE_CHECKING:
+    from jobcontroller.runtime.kube import KubeApi
+
+
+@pytest.fixture(scope="session")
+def control_plane() -> Iterator[ControlPlane]:
+    cp = ControlPlane(controller_manager=True, scheduler=True, kwok=True, nodes=4)
+    cp.start()
+    try:
+        yield cp
+    finally:
+        cp.stop()
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(control_plane: ControlPlane) -> str:
+    return str(control_plane.kubeconfig)
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def kube(kubeconfig: str) -> AsyncIterator[KubeApi]:
+    from jobcontroller.runtime.kube import KubeApi
+
+    api = await KubeApi.from_config(kubeconfig=kubeconfig, qps=500.0, burst=1000)
+    try:
+        yield api
+    finally:
+        await api.close()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def k8s_client(kubeconfig: str) -> AsyncIterator[Any]:
+    from kubernetes_asyncio import client, config
+
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    async with client.ApiClient(configuration) as api_client:
+        yield api_client
+
+
+def _namespace_name(node_name: str) -> str:
+    stem = re.sub(r"[^a-z0-9-]+", "-", node_name.lower()).strip("-")[:40].strip("-")
+    return f"{stem or 't'}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def namespace(kube: KubeApi, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    from jobcontroller.runtime.kube import NAMESPACES
+
+    name = _namespace_name(request.node.name.removeprefix("test_"))
+    await kube.create(NAMESPACES, {"metadata": {"name": name, "labels": {"e2e": "true"}}})
+    try:
+        yield name
+    finally:
+        if not os.environ.get("JOBCONTROLLER_KEEP_NAMESPACES"):
+            await kube.delete(NAMESPACES, name)

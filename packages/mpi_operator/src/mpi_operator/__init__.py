@@ -1,0 +1,1 @@
+"""mpi_operator"""

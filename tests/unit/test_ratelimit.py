@@ -1,0 +1,174 @@
+"""Rate limiters: per-item backoff, the global bucket, their max, and the awaitable TokenBucket."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+import vtime
+from jobcontroller.runtime.ratelimit import (
+    BucketRateLimiter,
+    ItemExponentialFailureRateLimiter,
+    MaxOfRateLimiter,
+    TokenBucket,
+    default_controller_rate_limiter,
+)
+
+
+class TestItemExponential:
+    def test_doubles_from_base_per_failure(self) -> None:
+        limiter = ItemExponentialFailureRateLimiter[str]()
+        delays = [limiter.when("ns/a") for _ in range(5)]
+        assert delays == pytest.approx([0.005, 0.01, 0.02, 0.04, 0.08])
+        assert limiter.num_requeues("ns/a") == 5
+
+    def test_caps_at_max_delay(self) -> None:
+        limiter = ItemExponentialFailureRateLimiter[str](base=0.005, max_delay=1000.0)
+        delays = [limiter.when("k") for _ in range(25)]
+        # 0.005 * 2**17 = 655 s is the last uncapped step; the 19th failure hits the cap.
+        assert delays[17] == pytest.approx(655.36)
+        assert delays[18:] == [1000.0] * 7
+
+    def test_many_failures_do_not_overflow(self) -> None:
+        limiter = ItemExponentialFailureRateLimiter[str](base=1.0, max_delay=60.0)
+        for _ in range(1100):
+            last = limiter.when("k")
+        assert last == 60.0
+        assert limiter.num_requeues("k") == 1100
+
+    def test_items_are_independent_and_forget_resets(self) -> None:
+        limiter = ItemExponentialFailureRateLimiter[str](base=1.0, max_delay=100.0)
+        assert [limiter.when("a") for _ in range(3)] == [1.0, 2.0, 4.0]
+        assert limiter.when("b") == 1.0
+        limiter.forget("a")
+        assert limiter.num_requeues("a") == 0
+        assert limiter.when("a") == 1.0
+        assert limiter.num_requeues("b") == 1
+
+    def test_rejects_bad_parameters(self) -> None:
+        with pytest.raises(ValueError):
+            ItemExponentialFailureRateLimiter[str](base=0.0)
+        with pytest.raises(ValueError):
+            ItemExponentialFailureRateLimiter[str](base=2.0, max_delay=1.0)
+
+
+class TestBucket:
+    def test_burst_then_one_over_qps_spacing(self) -> None:
+        clock = vtime.FakeClock()
+        limiter = BucketRateLimiter[str](qps=10.0, burst=100, clock=clock)
+        burst = [limiter.when(f"k{i}") for i in range(100)]
+        assert burst == [0.0] * 100
+        after = [limiter.when(f"x{i}") for i in range(3)]
+        assert after == pytest.approx([0.1, 0.2, 0.3])
+
+    def test_refills_at_qps_and_never_beyond_burst(self) -> None:
+        clock = vtime.FakeClock()
+        limiter = BucketRateLimiter[str](qps=10.0, burst=5, clock=clock)
+        for _ in range(5):
+            limiter.when("k")
+        clock.advance(0.3)  # three tokens back
+        assert [limiter.when("k") for _ in range(4)] == pytest.approx([0.0, 0.0, 0.0, 0.1])
+        clock.advance(3600)
+        assert [limiter.when("k") for _ in range(6)] == pytest.approx([0, 0, 0, 0, 0, 0.1])
+
+    def test_is_global_not_per_item(self) -> None:
+        limiter = BucketRateLimiter[str](qps=1.0, burst=1, clock=vtime.FakeClock())
+        assert limiter.when("a") == 0.0
+        assert limiter.when("b") == pytest.approx(1.0)
+        limiter.forget("b")
+        assert limiter.num_requeues("b") == 0
+        assert limiter.when("c") == pytest.approx(2.0)
+
+    def test_rejects_bad_parameters(self) -> None:
+        with pytest.raises(ValueError):
+            BucketRateLimiter[str](qps=0.0)
+        with pytest.raises(ValueError):
+            BucketRateLimiter[str](burst=0)
+
+
+class TestMaxOf:
+    def test_backoff_until_bucket_runs_dry_then_bucket_spacing(self) -> None:
+        clock = vtime.FakeClock()
+        limiter = default_controller_rate_limiter(clock=clock)
+        first = [limiter.when(f"ns/job-{i}") for i in range(100)]
+        assert first == pytest.approx([0.005] * 100)
+        # The bucket is empty now: new items wait for tokens even though their backoff is 5 ms.
+        assert [limiter.when(f"ns/late-{i}") for i in range(2)] == pytest.approx([0.1, 0.2])
+
+    def test_every_limiter_is_charged_and_the_largest_wins(self) -> None:
+        clock = vtime.FakeClock()
+        bucket = BucketRateLimiter[str](qps=1.0, burst=3, clock=clock)
+        limiter = MaxOfRateLimiter[str](
+            ItemExponentialFailureRateLimiter(base=1.0, max_delay=100.0), bucket
+        )
+        assert [limiter.when("k") for _ in range(4)] == pytest.approx([1.0, 2.0, 4.0, 8.0])
+        # Four tokens were taken although backoff always won: the bucket is in debt by one.
+        assert bucket.when("other") == pytest.approx(2.0)
+
+    def test_num_requeues_is_max_and_forget_forgets_everywhere(self) -> None:
+        slow = ItemExponentialFailureRateLimiter[str](base=1.0, max_delay=100.0)
+        fast = ItemExponentialFailureRateLimiter[str](base=0.1, max_delay=100.0)
+        limiter = MaxOfRateLimiter[str](slow, fast)
+        fast.when("k")
+        limiter.when("k")
+        assert limiter.num_requeues("k") == 2
+        limiter.forget("k")
+        assert (slow.num_requeues("k"), fast.num_requeues("k")) == (0, 0)
+        assert limiter.when("k") == 1.0
+
+    def test_needs_a_limiter(self) -> None:
+        with pytest.raises(ValueError):
+            MaxOfRateLimiter[str]()
+
+
+class TestTokenBucket:
+    def test_burst_is_free_then_waits_are_spaced_by_one_over_qps(self) -> None:
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            bucket = TokenBucket(qps=2.0, burst=3, clock=loop.time)
+            start = loop.time()
+            finished: list[float] = []
+
+            async def call() -> float:
+                waited = await bucket.acquire()
+                finished.append(loop.time() - start)
+                return waited
+
+            waits = await asyncio.gather(*(call() for _ in range(5)))
+            assert waits == pytest.approx([0.0, 0.0, 0.0, 0.5, 1.0])
+            assert finished == pytest.approx([0.0, 0.0, 0.0, 0.5, 1.0])
+            stats = bucket.statistics()
+            assert stats.acquired_total == 5
+            assert stats.delayed_total == 2
+            assert stats.wait_seconds_total == pytest.approx(1.5)
+            assert stats.waiting == 0
+            assert stats.tokens == pytest.approx(0.0)
+
+        vtime.run(main())
+
+    def test_cancelled_waiter_returns_its_token(self) -> None:
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            bucket = TokenBucket(qps=1.0, burst=1, clock=loop.time)
+            await bucket.acquire()
+            waiter = asyncio.create_task(bucket.acquire())
+            await asyncio.sleep(0.25)
+            assert bucket.statistics().waiting == 1
+            waiter.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+            # Without the refund this caller would queue behind the abandoned reservation (1.75 s).
+            assert await bucket.acquire() == pytest.approx(0.75)
+            assert bucket.statistics().acquired_total == 2
+
+        vtime.run(main())
+
+    def test_infinite_qps_never_waits(self) -> None:
+        async def main() -> None:
+            bucket = TokenBucket(qps=math.inf, burst=1)
+            waits = [await bucket.acquire() for _ in range(1000)]
+            assert set(waits) == {0.0}
+            assert bucket.statistics().acquired_total == 1000
+
+        vtime.run(main())
