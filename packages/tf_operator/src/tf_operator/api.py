@@ -11,20 +11,23 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar
 
-from pydantic import ConfigDict, Field
-
 from jobcontroller.api import (
     CleanPodPolicy,
     JobModel,
     JobSpec,
     ReplicaSpec,
     RestartPolicy,
+    canonical_replica_types,
+    set_default_port,
 )
-from jobcontroller.api.crd import build_crd
+from jobcontroller.api.crd import (
+    MAX_REPLICA_TYPES,
+    build_crd,
+    cel_default_container_rule,
+    cel_managed_by_rule,
+    cel_root_rules,
+)
 from jobcontroller.api.validation import (
-    DNS1035_LABEL_PATTERN,
-    DNS1035_MESSAGE,
-    MAX_DNS_LABEL_LENGTH,
     container_errors,
     dns1035_label_errors,
     duplicate_replica_type_errors,
@@ -32,6 +35,7 @@ from jobcontroller.api.validation import (
     managed_by_update_errors,
     pod_name_length_errors,
 )
+from pydantic import ConfigDict, Field
 
 __all__ = [
     "MANAGED_BY_VALUES",
@@ -43,7 +47,6 @@ __all__ = [
     "TFJobSpec",
     "TFReplicaType",
     "default_tfjob",
-    "set_default_port",
     "tfjob_crd",
     "validate_tfjob",
 ]
@@ -64,7 +67,7 @@ class TFReplicaType(StrEnum):
 
 
 class SuccessPolicy(StrEnum):
-    """`""`: the job succeeds when the chief (or worker 0) does; `AllWorkers`: all workers."""
+    """When a TFJob without a chief succeeds: on worker 0's success, or on all workers'."""
 
     DEFAULT = ""
     ALL_WORKERS = "AllWorkers"
@@ -72,84 +75,46 @@ class SuccessPolicy(StrEnum):
 
 _SPECS = "spec.tfReplicaSpecs"
 _CHIEF_KEYS = "['chief', 'master']"
-_MSG_CONTAINER = f"each replica's template must have a container named {TF_CONTAINER_NAME!r}"
-_MSG_ONE_CHIEF = "at most one Chief/Master replica is allowed"
+_MSG_ONE_CHIEF = "at most one of Chief and Master may be given"
+_MSG_CHIEF_REPLICAS = "Chief/Master replicas must be at most 1"
 _MSG_CASE = "replica types must not differ only in case"
-
-
-def _quote_list(values: tuple[str, ...]) -> str:
-    return "[" + ", ".join(f"'{v}'" for v in values) + "]"
-
-
-def _name_length_rule(specs_path: str) -> dict[str, str]:
-    """A root-level CEL rule bounding `<job>-<rtype>-<last index>` by 63 characters."""
-    spec = f"{specs_path}[k]"
-    last_index = f"(has({spec}.replicas) && {spec}.replicas > 1 ? {spec}.replicas - 1 : 0)"
-    return {
-        "rule": (
-            f"{specs_path}.all(k, size(self.metadata.name) + size(k) + 2 "
-            f"+ size(string({last_index})) <= {MAX_DNS_LABEL_LENGTH})"
-        ),
-        "message": (
-            "metadata.name is too long: the pod and service names "
-            f"<name>-<replica type>-<index> must be at most {MAX_DNS_LABEL_LENGTH} characters"
-        ),
-        "fieldPath": ".metadata.name",
-        "reason": "FieldValueInvalid",
-    }
-
-
-def _root_rules(specs_path: str) -> list[dict[str, str]]:
-    """Rules every Kubeflow job root carries: a DNS-1035 name short enough for its pods."""
-    return [
-        {
-            "rule": f"self.metadata.name.matches('{DNS1035_LABEL_PATTERN}')",
-            "message": f"metadata.name {DNS1035_MESSAGE}",
-            "fieldPath": ".metadata.name",
-            "reason": "FieldValueInvalid",
-        },
-        _name_length_rule(specs_path),
-    ]
-
-
-def _managed_by_rule(values: tuple[str, ...]) -> dict[str, str]:
-    return {
-        "rule": (
-            "!has(self.runPolicy) || !has(self.runPolicy.managedBy) || "
-            f"self.runPolicy.managedBy in {_quote_list(values)}"
-        ),
-        "message": f"runPolicy.managedBy must be one of {', '.join(values)}",
-        "fieldPath": ".runPolicy.managedBy",
-    }
-
-
-_TF_REPLICA_RULES = [
-    {
-        # Missing template/spec/containers is reported by `required`; don't report it twice.
-        "rule": (
-            "!has(self.template) || !has(self.template.spec) || "
-            "!has(self.template.spec.containers) || "
-            f"self.template.spec.containers.exists(c, c.name == '{TF_CONTAINER_NAME}')"
-        ),
-        "message": _MSG_CONTAINER,
-    }
-]
 
 
 class TFJobSpec(JobSpec):
     model_config = ConfigDict(
-        json_schema_extra={"x-kubernetes-validations": [_managed_by_rule(MANAGED_BY_VALUES)]}
+        json_schema_extra={
+            "x-kubernetes-validations": [cel_managed_by_rule(allowed=MANAGED_BY_VALUES)]
+        }
     )
 
-    success_policy: SuccessPolicy | None = None
+    success_policy: SuccessPolicy | None = Field(
+        default=None,
+        description=(
+            '"" (default): the job succeeds when the chief, or else worker 0, succeeds; '
+            '"AllWorkers": when every worker has succeeded.'
+        ),
+    )
     tf_replica_specs: dict[
-        str, Annotated[ReplicaSpec, Field(json_schema_extra={"x-kubernetes-validations": _TF_REPLICA_RULES})]
+        str,
+        Annotated[
+            ReplicaSpec,
+            Field(
+                json_schema_extra={
+                    "x-kubernetes-validations": [
+                        cel_default_container_rule(container=TF_CONTAINER_NAME)
+                    ]
+                }
+            ),
+        ],
     ] = Field(
+        description="Replica specs keyed by type: Chief (or Master), PS, Worker, Evaluator.",
         json_schema_extra={
-            # Five replica types; the bound also keeps the CEL rules below cheap.
-            "maxProperties": len(TFReplicaType),
+            "maxProperties": MAX_REPLICA_TYPES,
             "x-kubernetes-validations": [
-                {"rule": "self.all(k, self.exists_one(j, j.lowerAscii() == k.lowerAscii()))", "message": _MSG_CASE},
+                {
+                    "rule": "self.all(k, self.exists_one(j, j.lowerAscii() == k.lowerAscii()))",
+                    "message": _MSG_CASE,
+                },
                 {
                     "rule": f"size(self.filter(k, k.lowerAscii() in {_CHIEF_KEYS})) <= 1",
                     "message": _MSG_ONE_CHIEF,
@@ -159,12 +124,15 @@ class TFJobSpec(JobSpec):
                         f"self.all(k, !(k.lowerAscii() in {_CHIEF_KEYS}) || "
                         "!has(self[k].replicas) || self[k].replicas <= 1)"
                     ),
-                    "message": _MSG_ONE_CHIEF,
+                    "message": _MSG_CHIEF_REPLICAS,
                 },
             ],
-        }
+        },
     )
-    enable_dynamic_worker: bool | None = None
+    enable_dynamic_worker: bool | None = Field(
+        default=None,
+        description="Give each worker a sparse TF_CONFIG so workers can join and leave.",
+    )
 
     def replica_specs(self) -> dict[str, ReplicaSpec]:
         return self.tf_replica_specs
@@ -172,7 +140,9 @@ class TFJobSpec(JobSpec):
 
 class TFJob(JobModel[TFJobSpec]):
     model_config = ConfigDict(
-        json_schema_extra={"x-kubernetes-validations": _root_rules("self.spec.tfReplicaSpecs")}
+        json_schema_extra={
+            "x-kubernetes-validations": cel_root_rules(specs_path="self.spec.tfReplicaSpecs")
+        }
     )
 
     VERSION: ClassVar[str] = "v1"
@@ -181,36 +151,6 @@ class TFJob(JobModel[TFJobSpec]):
     SINGULAR: ClassVar[str] = "tfjob"
     REPLICA_TYPES: ClassVar[tuple[str, ...]] = tuple(TFReplicaType)
     DEFAULT_CONTAINER_NAME: ClassVar[str | None] = TF_CONTAINER_NAME
-
-
-def canonical_replica_types(
-    specs: dict[str, ReplicaSpec], *, known: tuple[str, ...]
-) -> dict[str, ReplicaSpec]:
-    """Rename keys to their canonical case (`ps` -> `PS`); unknown keys are kept as given."""
-    by_folded = {k.lower(): k for k in known}
-    out: dict[str, ReplicaSpec] = {}
-    for key, spec in specs.items():
-        canonical = by_folded.get(key.lower(), key)
-        # An exact canonical key wins over a case variant (validation rejects such pairs).
-        if canonical not in out or key == canonical:
-            out[canonical] = spec
-    return out
-
-
-def set_default_port(
-    template: dict[str, Any], *, container_name: str, port_name: str, port: int
-) -> None:
-    """Append the framework port to its container when no port of that name exists.
-
-    Falls back to container 0 when no container has the framework's name, as the anchor does.
-    """
-    containers = (template.get("spec") or {}).get("containers") or []
-    if not containers:
-        return
-    target = next((c for c in containers if c.get("name") == container_name), containers[0])
-    ports = target.setdefault("ports", [])
-    if not any(p.get("name") == port_name for p in ports):
-        ports.append({"name": port_name, "containerPort": port})
 
 
 def default_tfjob(job: TFJob) -> TFJob:
@@ -223,7 +163,9 @@ def default_tfjob(job: TFJob) -> TFJob:
         spec.run_policy.suspend = False
     if spec.success_policy is None:
         spec.success_policy = SuccessPolicy.DEFAULT
-    spec.tf_replica_specs = canonical_replica_types(spec.tf_replica_specs, known=TFJob.REPLICA_TYPES)
+    spec.tf_replica_specs = canonical_replica_types(
+        spec.tf_replica_specs, known=TFJob.REPLICA_TYPES
+    )
     for replica in spec.tf_replica_specs.values():
         if replica.replicas is None:
             replica.replicas = 1
@@ -242,15 +184,18 @@ def validate_tfjob(job: TFJob, *, old: TFJob | None = None) -> list[str]:
     if not specs:
         errors.append(f"{_SPECS}: must be specified")
     errors += duplicate_replica_type_errors(replica_specs=specs, path=_SPECS)
-    chiefs = 0
+    chiefs = [k for k in specs if k.lower() in ("chief", "master")]
     for rtype, replica in specs.items():
         errors += container_errors(
             replica_type=rtype, spec=replica, path=_SPECS, default_container=TF_CONTAINER_NAME
         )
-        if rtype.lower() in ("chief", "master"):
-            chiefs += 1 if replica.replicas is None else replica.replicas
-    if chiefs > 1:
+    if len(chiefs) > 1:
         errors.append(f"{_SPECS}: {_MSG_ONE_CHIEF}")
+    errors += [
+        f"{_SPECS}[{k}].replicas: {_MSG_CHIEF_REPLICAS}"
+        for k in chiefs
+        if (specs[k].replicas or 0) > 1
+    ]
     errors += pod_name_length_errors(job_name=job.name, replica_specs=specs)
     errors += managed_by_errors(run_policy=job.spec.run_policy, allowed=MANAGED_BY_VALUES)
     if old is not None:

@@ -175,24 +175,32 @@ class ConditionStatus(StrEnum):
 
 
 class SchedulingPolicy(KubeModel):
-    """Gang-scheduling knobs, passed to the PodGroup."""
+    """Gang-scheduling settings, passed on to the job's PodGroup."""
 
-    min_available: int | None = Field(default=None, ge=0)
+    min_available: int | None = Field(
+        default=None,
+        ge=0,
+        description="Pods that must be schedulable together. Defaults to all replicas.",
+    )
     queue: str | None = Field(
         default=None,
+        description="The scheduler queue (Volcano). Immutable once set.",
         json_schema_extra={
             "x-kubernetes-validations": [
                 {"rule": "self == oldSelf", "message": "queue is immutable"},
             ]
         },
     )
-    min_resources: dict[str, Quantity] | None = None
+    min_resources: dict[str, Quantity] | None = Field(
+        default=None,
+        description="Resources the gang needs; defaults to the sum over minAvailable pods.",
+    )
     priority_class: str | None = None
     schedule_timeout_seconds: int | None = Field(default=None, ge=0)
 
 
 class RunPolicy(KubeModel):
-    """Job-level policies shared by every framework (anchor: common_types.go RunPolicy)."""
+    """Policies for the job as a whole, the same for every framework."""
 
     model_config = ConfigDict(
         json_schema_extra={
@@ -205,18 +213,36 @@ class RunPolicy(KubeModel):
                         "(!has(self.managedBy) || self.managedBy == oldSelf.managedBy)"
                     ),
                     "message": "managedBy is immutable",
+                    "fieldPath": ".managedBy",
                 }
             ]
         }
     )
 
-    clean_pod_policy: CleanPodPolicy | None = None
-    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
-    active_deadline_seconds: int | None = Field(default=None, ge=0)
-    backoff_limit: int | None = Field(default=None, ge=0)
+    clean_pod_policy: CleanPodPolicy | None = Field(
+        default=None,
+        description="Which pods to delete once the job has finished: None (default), Running, All.",
+    )
+    ttl_seconds_after_finished: int | None = Field(
+        default=None, ge=0, description="Delete the job this many seconds after it finished."
+    )
+    active_deadline_seconds: int | None = Field(
+        default=None, ge=0, description="Fail the job once it has been active this long."
+    )
+    backoff_limit: int | None = Field(
+        default=None, ge=0, description="Restarts allowed before the job is marked Failed."
+    )
     scheduling_policy: SchedulingPolicy | None = None
-    suspend: bool | None = Field(default=None, json_schema_extra={"x-crd-default": False})
-    managed_by: str | None = Field(default=None, max_length=63)
+    suspend: bool | None = Field(
+        default=None,
+        description="Delete the job's pods and create none until set back to false.",
+        json_schema_extra={"x-crd-default": False},
+    )
+    managed_by: str | None = Field(
+        default=None,
+        max_length=63,
+        description="The controller that reconciles the job; other controllers skip it. Immutable.",
+    )
 
 
 class ReplicaSpec(KubeModel):
@@ -224,13 +250,22 @@ class ReplicaSpec(KubeModel):
 
     model_config = ConfigDict(json_schema_extra={"required": ["template"]})
 
-    replicas: int | None = Field(default=None, ge=0)
+    replicas: int | None = Field(default=None, ge=0, description="Number of pods. Defaults to 1.")
     template: PodTemplateSpec = Field(default_factory=dict)
-    restart_policy: RestartPolicy | None = None
+    restart_policy: RestartPolicy | None = Field(
+        default=None,
+        description=(
+            "Always, OnFailure, Never, or ExitCode (restart only on exit codes >= 128). "
+            "Overrides the pod template's restartPolicy."
+        ),
+    )
 
 
 class JobCondition(KubeModel):
-    """A job condition. `type` stays a plain string so foreign condition types still parse."""
+    """An observation of the job's state (Created, Running, Restarting, Succeeded, ...)."""
+
+    # `type` is a plain string, not JobConditionType, so conditions added by other
+    # controllers still parse.
 
     type: str
     status: str

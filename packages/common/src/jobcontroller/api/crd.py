@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, JsonValue
 
 from jobcontroller.api.common import JobModel
 from jobcontroller.api.validation import (
@@ -38,6 +38,7 @@ from jobcontroller.api.validation import (
 
 __all__ = [
     "CRD_DEFAULT_KEY",
+    "MAX_REPLICA_TYPES",
     "ScaleSubresource",
     "UnsupportedSchema",
     "build_crd",
@@ -48,6 +49,12 @@ __all__ = [
     "structural_errors",
     "structural_schema",
 ]
+
+MAX_REPLICA_TYPES = 16
+"""`maxProperties` for replica-spec maps: bounds CEL cost; far above any real job's types.
+
+Kept above the number of allowed types so an unknown type is reported by the readable CEL
+rule ("replica types must be ...") rather than by a bare "must have at most N items"."""
 
 CRD_DEFAULT_KEY = "x-crd-default"
 """Put `{CRD_DEFAULT_KEY: value}` in a field's json_schema_extra to emit a CRD default."""
@@ -68,6 +75,10 @@ _FORBIDDEN = frozenset(
     }
 )
 _DROPPED = frozenset({"title", "default", "examples", "readOnly", "writeOnly", "deprecated"})
+
+
+JsonDict = dict[str, JsonValue]
+"""A JSON object as pydantic's `json_schema_extra` accepts it (CEL rules are built as these)."""
 
 
 class UnsupportedSchema(ValueError):
@@ -231,7 +242,7 @@ def _cel_list(values: Sequence[str]) -> str:
     return "[" + ", ".join(f"'{v}'" for v in values) + "]"
 
 
-def cel_root_rules(*, specs_path: str) -> list[dict[str, str]]:
+def cel_root_rules(*, specs_path: str) -> list[JsonValue]:
     """Root-level rules for a job: a DNS-1035 name, short enough for all its pod names.
 
     `specs_path` is the CEL path of the replica-spec map, e.g. `self.spec.tfReplicaSpecs`. The
@@ -243,7 +254,7 @@ def cel_root_rules(*, specs_path: str) -> list[dict[str, str]]:
     return [
         {
             "rule": f"self.metadata.name.matches('{DNS1035_LABEL_PATTERN}')",
-            "message": f"metadata.name {DNS1035_MESSAGE}",
+            "message": DNS1035_MESSAGE,
             "fieldPath": ".metadata.name",
             "reason": "FieldValueInvalid",
         },
@@ -253,8 +264,8 @@ def cel_root_rules(*, specs_path: str) -> list[dict[str, str]]:
                 f"+ size(string({last_index})) <= {MAX_DNS_LABEL_LENGTH})"
             ),
             "message": (
-                "metadata.name is too long: the pod and service names "
-                f"<name>-<replica type>-<index> must be at most {MAX_DNS_LABEL_LENGTH} characters"
+                "too long: the pod and service names <name>-<replica type>-<index> "
+                f"must be at most {MAX_DNS_LABEL_LENGTH} characters"
             ),
             "fieldPath": ".metadata.name",
             "reason": "FieldValueInvalid",
@@ -262,19 +273,19 @@ def cel_root_rules(*, specs_path: str) -> list[dict[str, str]]:
     ]
 
 
-def cel_managed_by_rule(*, allowed: Sequence[str]) -> dict[str, str]:
+def cel_managed_by_rule(*, allowed: Sequence[str]) -> JsonDict:
     """A spec-level rule restricting runPolicy.managedBy to the given controllers."""
     return {
         "rule": (
             "!has(self.runPolicy) || !has(self.runPolicy.managedBy) || "
             f"self.runPolicy.managedBy in {_cel_list(allowed)}"
         ),
-        "message": f"runPolicy.managedBy must be one of {', '.join(allowed)}",
+        "message": f"must be one of {', '.join(allowed)}",
         "fieldPath": ".runPolicy.managedBy",
     }
 
 
-def cel_default_container_rule(*, container: str) -> dict[str, str]:
+def cel_default_container_rule(*, container: str) -> JsonDict:
     """A replica-spec rule requiring a container with the framework's name."""
     return {
         # A missing template/spec/containers is reported by `required`; don't report it twice.
@@ -296,8 +307,9 @@ def _root_schema(model: type[JobModel[Any]]) -> dict[str, Any]:
         "description": "The versioned schema of this representation of an object.",
     }
     properties["kind"] = {"type": "string", "description": "The REST resource this object is."}
-    # The apiserver owns ObjectMeta's schema; a CRD may only say it is an object.
-    properties["metadata"] = {"type": "object"}
+    # The apiserver owns ObjectMeta's schema; a CRD may only constrain name and generateName.
+    # Declaring `name` lets the root CEL rules point their errors at `.metadata.name`.
+    properties["metadata"] = {"type": "object", "properties": {"name": {"type": "string"}}}
     schema["required"] = [r for r in schema.get("required", []) if r != "metadata"]
     if not schema["required"]:
         del schema["required"]

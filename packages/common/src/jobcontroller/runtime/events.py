@@ -412,7 +412,7 @@ class EventRecorder:
                 meta = item.body["metadata"]
                 log.warning(
                     "failed to write event",
-                    event=f"{meta['namespace']}/{meta['name']}",
+                    event_name=f"{meta['namespace']}/{meta['name']}",
                     reason=item.body["reason"],
                     error=str(exc),
                 )

@@ -89,6 +89,11 @@ class Expectations:
         self._lowered = 0
         self._expired = 0
 
+    @property
+    def timeout(self) -> float:
+        """Seconds after which a pending record counts as satisfied (and is dropped)."""
+        return self._timeout
+
     # -- before writing ---------------------------------------------------------------------
 
     def expect_creations(self, key: str, n: int) -> None:

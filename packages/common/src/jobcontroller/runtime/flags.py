@@ -217,9 +217,9 @@ def parse_settings(
         settings.leader_election_renew_deadline,
         settings.leader_election_retry_period,
     )
-    if not lease > renew > retry:
+    if not (lease > renew and renew > 1.2 * retry):
         parser.error(
-            "leader election needs lease duration > renew deadline > retry period "
+            "leader election needs lease duration > renew deadline > 1.2 * retry period "
             f"(got {lease:g} > {renew:g} > {retry:g})"
         )
     return settings

@@ -67,6 +67,22 @@ def _die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def _sweep_orphans() -> None:
+    """Remove state left by control planes whose process was killed (SIGKILL skips cleanup).
+
+    Directory names carry the pid of the process that made them.
+    """
+    for base in (Path("/dev/shm"), Path(tempfile.gettempdir())):
+        for d in base.glob("jobcontroller-*-*-*"):
+            try:
+                pid = int(d.name.split("-")[2])
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                shutil.rmtree(d, ignore_errors=True)
+            except (ValueError, IndexError, PermissionError, OSError):
+                continue
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -177,7 +193,8 @@ class ControlPlane:
             return
         self.binaries = self.binaries or find_binaries()
         if self.workdir is None:
-            self.workdir = Path(tempfile.mkdtemp(prefix="jobcontroller-cp-"))
+            _sweep_orphans()
+            self.workdir = Path(tempfile.mkdtemp(prefix=f"jobcontroller-cp-{os.getpid()}-"))
         self._dir = self.workdir
         self._dir.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
@@ -259,7 +276,10 @@ class ControlPlane:
                 }
             ],
             "users": [
-                {"name": user, "user": {"client-certificate-data": b64(cert), "client-key-data": b64(key)}}
+                {
+                    "name": user,
+                    "user": {"client-certificate-data": b64(cert), "client-key-data": b64(key)},
+                }
             ],
             "contexts": [{"name": "local", "context": {"cluster": "local", "user": user}}],
             "current-context": "local",
@@ -271,7 +291,7 @@ class ControlPlane:
     def _start_etcd(self) -> None:
         shm = Path("/dev/shm")
         base = shm if shm.is_dir() and os.access(shm, os.W_OK) else self._dir
-        self._etcd_dir = Path(tempfile.mkdtemp(prefix="jobcontroller-etcd-", dir=base))
+        self._etcd_dir = Path(tempfile.mkdtemp(prefix=f"jobcontroller-etcd-{os.getpid()}-", dir=base))
         self.etcd_port, peer = free_port(), free_port()
         assert self.binaries is not None
         argv = [
@@ -407,9 +427,7 @@ class ControlPlane:
 
     def _start_component(self, name: str, argv: list[str], health_url: str | None = None) -> None:
         if health_url is None:
-            port = next(
-                (a.split("=", 1)[1] for a in argv if a.startswith("--secure-port=")), None
-            )
+            port = next((a.split("=", 1)[1] for a in argv if a.startswith("--secure-port=")), None)
             health_url = f"https://127.0.0.1:{port}/healthz" if port else None
         proc = _Process(name=name, argv=argv, log=self.logs / f"{name}.log", health_url=health_url)
         self._procs[name] = proc

@@ -53,7 +53,9 @@ async def wait_for(
             return obj
         if time.monotonic() > deadline:
             label = what or f"{resource.plural}/{name}"
-            raise WaitTimeout(f"timed out after {timeout}s waiting for {label}; last seen:\n{_brief(obj)}")
+            raise WaitTimeout(
+                f"timed out after {timeout}s waiting for {label}; last seen:\n{_brief(obj)}"
+            )
         await asyncio.sleep(interval)
 
 
@@ -84,5 +86,7 @@ async def wait_for_list(
                 for i in items
             ]
             label = what or resource.plural
-            raise WaitTimeout(f"timed out after {timeout}s waiting for {label}; last seen:\n{_brief(summary)}")
+            raise WaitTimeout(
+                f"timed out after {timeout}s waiting for {label}; last seen:\n{_brief(summary)}"
+            )
         await asyncio.sleep(interval)

@@ -1,0 +1,401 @@
+"""``JobController``: the base class a framework operator subclasses. It joins core to runtime.
+
+Data flows one way. Informer events on the job, its pods, its services and its other owned
+objects enqueue the job's key; ``reconcile(key)`` reads the job and what it owns from the
+informer caches (never a LIST), asks the pure planner (:func:`jobcontroller.core.planner.plan`)
+what to do, and carries the plan out: creates and deletes concurrently under expectations,
+records events and metrics, and writes the status only when it changed. Timers in the plan
+(deadline, TTL) come back as ``requeue_after`` so they fire on time with no event needed.
+
+A framework subclass sets the class attributes (``model``, ``framework_name``,
+``controller_name``) and overrides the few :class:`~jobcontroller.core.types.Framework` hooks that
+differ from the defaults here: usually ``set_defaults``, ``validate``, ``set_cluster_spec`` and
+``update_status``. Operators that own more kinds of objects list them in ``owned_resources``
+and return actions on them from ``extra_objects``.
+
+Expectations: before creating or deleting, the executor raises the expectation of the job's
+per-kind key; informer events lower it. While any is pending the job is not re-planned (its
+cache view is known to be stale), but a failed API call lowers the expectation at once and
+every record expires after five minutes, so no job ever waits on a lost one (kubeflow #1306).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import structlog
+
+from jobcontroller.api.common import JobModel, JobStatus
+from jobcontroller.core.planner import plan
+from jobcontroller.core.types import (
+    POD,
+    POD_GROUP,
+    SERVICE,
+    Action,
+    CreateObject,
+    DeleteJob,
+    DeleteObject,
+    Event,
+    JobMetric,
+    Obj,
+    Observed,
+    PatchObject,
+    PlanConfig,
+    ReplicaPods,
+)
+from jobcontroller.runtime.events import EventRecorder
+from jobcontroller.runtime.expectations import Expectations
+from jobcontroller.runtime.informer import Informer, compact_pod
+from jobcontroller.runtime.kube import PODS, SERVICES, ApiError, KubeApi, Resource
+from jobcontroller.runtime.manager import Manager
+from jobcontroller.runtime.metrics import Metrics
+from jobcontroller.runtime.workqueue import WorkQueue
+
+__all__ = ["LABEL_JOB_NAME", "JobController", "pod_group_resource"]
+
+log = structlog.get_logger(__name__)
+
+LABEL_JOB_NAME = "training.kubeflow.org/job-name"
+MANAGED_BY_US = "kubeflow.org/training-operator"
+
+VOLCANO_POD_GROUPS = Resource("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")
+PLUGINS_POD_GROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "podgroups")
+
+#: Concurrent API writes per reconcile: parallel pod creation for big jobs (kubeflow #2361)
+#: without one job taking the whole client-side QPS budget in a single burst.
+_WRITE_CONCURRENCY = 16
+
+
+def pod_group_resource(gang_scheduler_name: str) -> Resource | None:
+    if not gang_scheduler_name:
+        return None
+    return VOLCANO_POD_GROUPS if gang_scheduler_name == "volcano" else PLUGINS_POD_GROUPS
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class JobController:
+    """Reconciles one job kind. See the module docstring; subclasses override hooks."""
+
+    model: ClassVar[type[JobModel[Any]]]
+    framework_name: ClassVar[str]
+    """Metrics label: tensorflow, pytorch, mpi."""
+    controller_name: ClassVar[str]
+    """The operator-name label value and the work queue's name: tfjob-controller, ..."""
+    owned_resources: ClassVar[Mapping[str, Resource]] = {}
+    """Kinds besides Pod, Service and PodGroup the framework creates (kind -> Resource)."""
+
+    def __init__(
+        self,
+        *,
+        config: PlanConfig | None = None,
+        clock: Callable[[], dt.datetime] = _utcnow,
+        expectations: Expectations | None = None,
+    ) -> None:
+        self.config = config or PlanConfig(cluster_domain=os.environ.get("CUSTOM_CLUSTER_DOMAIN", ""))
+        self._clock = clock
+        self.expectations = expectations or Expectations()
+        self.job_resource = Resource(
+            self.model.GROUP, self.model.VERSION, self.model.KIND, self.model.PLURAL
+        )
+        self._resources: dict[str, Resource] = {POD: PODS, SERVICE: SERVICES, **self.owned_resources}
+        pg = pod_group_resource(self.config.gang_scheduler_name)
+        if pg is not None and self.config.pod_group_available:
+            self._resources[POD_GROUP] = pg
+        self._informers: dict[str, Informer] = {}
+        self._api: KubeApi | None = None
+        self._events: EventRecorder | None = None
+        self._metrics: Metrics | None = None
+        self._queue: WorkQueue[str] | None = None
+        self._write_slots = asyncio.Semaphore(_WRITE_CONCURRENCY)
+
+    # ----------------------------------------------------------------- Framework defaults
+
+    @property
+    def name(self) -> str:
+        return self.controller_name
+
+    def set_defaults(self, job: JobModel[Any]) -> JobModel[Any]:
+        return job
+
+    def validate(self, job: JobModel[Any]) -> list[str]:
+        return []
+
+    def pod_replica_types(self, job: JobModel[Any]) -> list[str]:
+        specs = job.replica_specs()
+        ordered = [rt for rt in self.model.REPLICA_TYPES if rt in specs]
+        return ordered + sorted(rt for rt in specs if rt not in ordered)
+
+    def is_master_role(self, job: JobModel[Any], rtype: str, index: int) -> bool:
+        return False
+
+    def services_for(self, job: JobModel[Any], rtype: str) -> bool:
+        return True
+
+    def recreate_failed_pods(self, job: JobModel[Any], rtype: str) -> bool:
+        return True
+
+    def set_cluster_spec(
+        self, job: JobModel[Any], template: Obj, *, rtype: str, index: int, config: PlanConfig
+    ) -> None:
+        return None
+
+    def update_status(
+        self,
+        job: JobModel[Any],
+        status: JobStatus,
+        *,
+        replicas: Mapping[str, ReplicaPods],
+        now: dt.datetime,
+    ) -> list[Event]:
+        raise NotImplementedError(f"{type(self).__name__} must define its success/failure rule")
+
+    def extra_objects(
+        self, job: JobModel[Any], observed: Observed, status: JobStatus, *, now: dt.datetime
+    ) -> tuple[list[Action], list[Event]]:
+        return [], []
+
+    # -------------------------------------------------------------------------- wiring
+
+    def setup(self, manager: Manager, queue: WorkQueue[str]) -> None:
+        """Watch the job kind and, filtered by the job-name label, what jobs own."""
+        self._api, self._events, self._metrics, self._queue = (
+            manager.api,
+            manager.events,
+            manager.metrics,
+            queue,
+        )
+        jobs = manager.informer(self.job_resource)
+        jobs.add_handlers(
+            on_add=lambda o: self._enqueue_job(o),
+            on_update=lambda old, new: self._enqueue_job(new),
+            on_delete=self._job_deleted,
+        )
+        self._informers["job"] = jobs
+        for kind, resource in self._resources.items():
+            informer = manager.informer(
+                resource,
+                label_selector=LABEL_JOB_NAME,
+                transform=compact_pod if kind == POD else None,
+            )
+            informer.add_handlers(
+                on_add=lambda o, k=kind: self._owned_changed(k, o, created=True),
+                on_update=lambda old, new, k=kind: self._owned_changed(k, new),
+                on_delete=lambda o, k=kind: self._owned_changed(k, o, deleted=True),
+            )
+            self._informers[kind] = informer
+
+    def _enqueue_job(self, obj: Obj) -> None:
+        assert self._queue is not None
+        meta = obj.get("metadata", {})
+        self._queue.add(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+
+    def _job_deleted(self, obj: Obj) -> None:
+        meta = obj.get("metadata", {})
+        prefix = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        for kind in self._resources:
+            self.expectations.delete(f"{prefix}/{kind}")
+
+    def _owner_job_key(self, obj: Obj) -> str | None:
+        """The key of the job that controls ``obj``, or (for foreign objects wearing our
+        job-name label) of the job whose names they may block."""
+        meta = obj.get("metadata", {})
+        ns = meta.get("namespace", "")
+        for ref in meta.get("ownerReferences") or ():
+            if ref.get("controller") and ref.get("kind") == self.model.KIND:
+                if str(ref.get("apiVersion", "")).split("/")[0] == self.model.GROUP:
+                    return f"{ns}/{ref.get('name')}"
+        job_name = (meta.get("labels") or {}).get(LABEL_JOB_NAME)
+        return f"{ns}/{job_name}" if job_name else None
+
+    def _owned_changed(
+        self, kind: str, obj: Obj, *, created: bool = False, deleted: bool = False
+    ) -> None:
+        key = self._owner_job_key(obj)
+        if key is None or self._queue is None:
+            return
+        if created:
+            self.expectations.creation_observed(f"{key}/{kind}")
+        elif deleted:
+            self.expectations.deletion_observed(f"{key}/{kind}")
+        self._queue.add(key)
+
+    # -------------------------------------------------------------------------- reconcile
+
+    def observe(self, job: Obj) -> Observed:
+        """The job's slice of the caches: what it controls, and a by-name lookup."""
+        meta = job["metadata"]
+        ns, uid = meta.get("namespace", ""), meta["uid"]
+
+        def owned(kind: str) -> tuple[Obj, ...]:
+            informer = self._informers.get(kind)
+            return tuple(informer.store.by_owner_uid(uid)) if informer else ()
+
+        def lookup(kind: str, name: str) -> Obj | None:
+            informer = self._informers.get(kind)
+            return informer.store.get(ns, name) if informer else None
+
+        others = {k: owned(k) for k in self._resources if k not in (POD, SERVICE)}
+        return Observed(pods=owned(POD), services=owned(SERVICE), owned=others, lookup=lookup)
+
+    async def reconcile(self, key: str) -> float | None:
+        namespace, _, name = key.partition("/")
+        raw = self._informers["job"].store.get(namespace, name)
+        if raw is None:
+            return None
+        if not all(self.expectations.satisfied(f"{key}/{k}") for k in self._resources):
+            # Informer events will requeue the job as they arrive; the timer is the safety
+            # net for an event that never comes (the record expires by then).
+            return self.expectations.timeout
+        now = self._clock()
+        result = plan(self, raw, self.observe(raw), now=now, config=self.config)
+        errors = await self._execute(key, raw, result.actions)
+        for event in result.events:
+            self._record(raw, event)
+        self._count(raw, result.metrics)
+        if result.status is not None and not errors:
+            await self._write_status(raw, result.status)
+        if errors:
+            raise errors[0]
+        return result.requeue_after
+
+    async def _execute(self, key: str, job: Obj, actions: tuple[Action, ...]) -> list[Exception]:
+        """Carry out ``actions`` concurrently; returns the errors (already reported)."""
+        if not actions:
+            return []
+        results = await asyncio.gather(
+            *(self._act(key, job, action) for action in actions), return_exceptions=True
+        )
+        errors: list[Exception] = []
+        for r in results:
+            if isinstance(r, Exception):
+                errors.append(r)
+            elif isinstance(r, BaseException):
+                raise r
+        return errors
+
+    async def _act(self, key: str, job: Obj, action: Action) -> None:
+        assert self._api is not None
+        ns = job["metadata"].get("namespace", "")
+        async with self._write_slots:
+            if isinstance(action, CreateObject):
+                await self._create(key, job, action, ns)
+            elif isinstance(action, DeleteObject):
+                await self._delete(key, job, action)
+            elif isinstance(action, PatchObject):
+                resource = self._resources[action.kind]
+                await self._api.merge_patch(
+                    resource, action.name, action.patch, namespace=action.namespace
+                )
+            elif isinstance(action, DeleteJob):
+                await self._delete_job(job)
+
+    async def _create(self, key: str, job: Obj, action: CreateObject, ns: str) -> None:
+        assert self._api is not None
+        exp = f"{key}/{action.kind}"
+        self.expectations.expect_creations(exp, 1)
+        try:
+            await self._api.create(self._resources[action.kind], action.body, namespace=ns)
+        except ApiError as exc:
+            self.expectations.lower_creations(exp, 1)
+            self._warn(job, f"FailedCreate{action.kind}", f"Error creating {action.kind.lower()} {action.name}: {exc.message}")
+            if not exc.is_already_exists:
+                raise
+            # A same-named object appeared between our cache read and the create. If it is
+            # ours the informer brings it; if not, the next plan sees it through lookup.
+            return
+        except Exception:
+            self.expectations.lower_creations(exp, 1)
+            raise
+        self._record(
+            job, Event("Normal", f"SuccessfulCreate{action.kind}", f"Created {action.kind.lower()}: {action.name}")
+        )
+
+    async def _delete(self, key: str, job: Obj, action: DeleteObject) -> None:
+        assert self._api is not None
+        exp = f"{key}/{action.kind}"
+        self.expectations.expect_deletions(exp, 1)
+        try:
+            await self._api.delete(
+                self._resources[action.kind], action.name, namespace=action.namespace, uid=action.uid
+            )
+        except ApiError as exc:
+            self.expectations.lower_deletions(exp, 1)
+            if exc.is_not_found or exc.is_conflict:
+                return  # already gone, or replaced by a successor we must not touch
+            self._warn(job, f"FailedDelete{action.kind}", f"Error deleting {action.kind.lower()} {action.name}: {exc.message}")
+            raise
+        except Exception:
+            self.expectations.lower_deletions(exp, 1)
+            raise
+        self._record(
+            job, Event("Normal", f"SuccessfulDelete{action.kind}", f"Deleted {action.kind.lower()}: {action.name}")
+        )
+
+    async def _delete_job(self, job: Obj) -> None:
+        assert self._api is not None
+        meta = job["metadata"]
+        try:
+            await self._api.delete(
+                self.job_resource, meta["name"], namespace=meta.get("namespace"), uid=meta["uid"]
+            )
+        except ApiError as exc:
+            if exc.is_not_found or exc.is_conflict:
+                return
+            self._warn(job, "FailedDeleteJob", f"Error deleting: {exc.message}")
+            raise
+        self._record(job, Event("Normal", "SuccessfulDeleteJob", f"Deleted job: {meta['name']}"))
+
+    async def _write_status(self, job: Obj, status: JobStatus) -> None:
+        """PUT the status subresource when it differs from the cached one.
+
+        The PUT carries the cached resourceVersion, so a newer job (someone edited it, or our
+        own previous write is not in the cache yet) answers 409: we then let the informer
+        bring the newer object and plan again rather than overwrite what we have not seen.
+        """
+        assert self._api is not None
+        new = status.to_dict()
+        if new == (job.get("status") or {}):
+            return
+        body = {**job, "status": new}
+        meta = job["metadata"]
+        try:
+            await self._api.replace(
+                self.job_resource, body, namespace=meta.get("namespace"), subresource="status"
+            )
+        except ApiError as exc:
+            if exc.is_not_found:
+                return
+            if exc.is_conflict:
+                log.debug("status conflict; waiting for the newer job", job=meta.get("name"))
+                return
+            raise
+
+    # ------------------------------------------------------------------ events and metrics
+
+    def _record(self, job: Obj, event: Event) -> None:
+        if self._events is not None:
+            self._events.record(job, type=event.type, reason=event.reason, message=event.message)
+
+    def _warn(self, job: Obj, reason: str, message: str) -> None:
+        self._record(job, Event("Warning", reason, message))
+
+    def _count(self, job: Obj, metrics: tuple[JobMetric, ...]) -> None:
+        if self._metrics is None or not metrics:
+            return
+        labels = {"job_namespace": job["metadata"].get("namespace", ""), "framework": self.framework_name}
+        counters = {
+            JobMetric.CREATED: self._metrics.jobs_created,
+            JobMetric.SUCCESSFUL: self._metrics.jobs_successful,
+            JobMetric.FAILED: self._metrics.jobs_failed,
+            JobMetric.RESTARTED: self._metrics.jobs_restarted,
+            JobMetric.DELETED: self._metrics.jobs_deleted,
+        }
+        for m in metrics:
+            counters[m].labels(**labels).inc()

@@ -1,0 +1,218 @@
+"""The data a reconcile plan is made of: what was observed, what a framework adds, what to do.
+
+Everything here is plain data. ``plan()`` (core/planner.py) turns a job, an :class:`Observed`
+snapshot of the informer caches and the current time into a :class:`Plan`; the controller's
+executor carries the plan out. Objects are raw JSON dicts as the apiserver returns them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Literal, Protocol
+
+from jobcontroller.api.common import JobModel, JobStatus
+
+Obj = dict[str, Any]
+
+#: Kinds the base knows how to create and delete. Frameworks may add others through
+#: ``extra_objects`` as long as the controller was told their Resource (see JobController).
+POD = "Pod"
+SERVICE = "Service"
+POD_GROUP = "PodGroup"
+
+
+class JobMetric(StrEnum):
+    """Counters a plan asks the controller to increment (training_operator_jobs_*_total)."""
+
+    CREATED = "created"
+    SUCCESSFUL = "successful"
+    FAILED = "failed"
+    RESTARTED = "restarted"
+    DELETED = "deleted"
+
+
+@dataclass(frozen=True, slots=True)
+class CreateObject:
+    """Create ``body`` (a complete object: apiVersion, kind, metadata with namespace, name,
+    labels and the job's controller ownerReference)."""
+
+    kind: str
+    body: Obj
+    expectation: str | None = None
+    """Expectation key raised before the create and lowered when it fails."""
+
+    @property
+    def name(self) -> str:
+        return str(self.body["metadata"]["name"])
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteObject:
+    """Delete one object, with a UID precondition so a same-named successor is never hit."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    expectation: str | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PatchObject:
+    """Merge-patch an object the job owns (PodGroup spec, HPA bounds, ConfigMap data...)."""
+
+    kind: str
+    namespace: str
+    name: str
+    patch: Obj
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteJob:
+    """Delete the job itself (its TTL after finishing has passed)."""
+
+
+Action = CreateObject | DeleteObject | PatchObject | DeleteJob
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A core/v1 Event to record on the job."""
+
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class PlanConfig:
+    """Operator-wide settings that shape plans (from flags)."""
+
+    gang_scheduler_name: str = ""
+    """``volcano`` -> Volcano PodGroups, any other non-empty value -> scheduler-plugins."""
+    pod_group_available: bool = False
+    """The selected PodGroup CRD is installed; gang scheduling is used only then."""
+    cluster_domain: str = ""
+    """Appended after ``svc`` in host names when set (env CUSTOM_CLUSTER_DOMAIN)."""
+    priority_classes: Mapping[str, int] = field(default_factory=dict)
+    """PriorityClass name -> value, to order replica types when computing minResources."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """What the informer caches hold for one job, at one instant.
+
+    ``pods``, ``services`` and ``owned`` hold only objects whose controller ownerReference is
+    this job (by UID). ``lookup(kind, name)`` returns any object of that kind with that name in
+    the job's namespace, owned or not, so the planner can tell when a name it needs is taken by
+    something that is not the job's (it then never touches it).
+    """
+
+    pods: Sequence[Obj] = ()
+    services: Sequence[Obj] = ()
+    owned: Mapping[str, Sequence[Obj]] = field(default_factory=dict)
+    """Other owned objects by kind (PodGroup, ConfigMap, Secret, Job, HorizontalPodAutoscaler)."""
+    lookup: Callable[[str, str], Obj | None] = lambda kind, name: None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The outcome of planning one reconcile."""
+
+    actions: tuple[Action, ...] = ()
+    status: JobStatus | None = None
+    """The status the job should have; the controller writes it only if it differs."""
+    events: tuple[Event, ...] = ()
+    requeue_after: float | None = None
+    """Seconds until a timer (deadline, TTL, backoff) needs another look; None for no timer."""
+    metrics: tuple[JobMetric, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaPods:
+    """The pods of one replica type, grouped by index (a slot may briefly hold two pods)."""
+
+    rtype: str
+    replicas: int
+    by_index: Mapping[int, Sequence[Obj]]
+
+
+class Framework(Protocol):
+    """What the pure planner needs from a framework. ``JobController`` implements it with
+    sensible defaults; a framework operator overrides the few that differ.
+
+    Every method is pure: no I/O and no clock (``now`` is an argument where time matters).
+    """
+
+    @property
+    def model(self) -> type[JobModel[Any]]: ...
+
+    @property
+    def framework_name(self) -> str:
+        """The metrics label (``tensorflow``, ``pytorch``, ``mpi``)."""
+        ...
+
+    @property
+    def controller_name(self) -> str:
+        """The ``training.kubeflow.org/operator-name`` label (``tfjob-controller``)."""
+        ...
+
+    def set_defaults(self, job: JobModel[Any]) -> JobModel[Any]:
+        """A defaulted copy of ``job``."""
+        ...
+
+    def validate(self, job: JobModel[Any]) -> list[str]:
+        """Human-readable errors; non-empty fails the job with reason <Kind>FailedValidation."""
+        ...
+
+    def pod_replica_types(self, job: JobModel[Any]) -> list[str]:
+        """Replica types the base runs as one pod (and one Service) per index, in order.
+
+        MPIJob returns only ``Worker``: its launcher is a batch Job from ``extra_objects``.
+        """
+        ...
+
+    def is_master_role(self, job: JobModel[Any], rtype: str, index: int) -> bool: ...
+
+    def services_for(self, job: JobModel[Any], rtype: str) -> bool:
+        """Whether the base creates a headless Service per pod of ``rtype``."""
+        ...
+
+    def recreate_failed_pods(self, job: JobModel[Any], rtype: str) -> bool:
+        """Whether a failed pod of ``rtype`` may be deleted for recreation (MPI workers: no)."""
+        ...
+
+    def set_cluster_spec(
+        self, job: JobModel[Any], template: Obj, *, rtype: str, index: int, config: PlanConfig
+    ) -> None:
+        """Mutate a pod template copy: cluster env (TF_CONFIG, MASTER_ADDR...), init
+        containers, hostname/subdomain, volumes."""
+        ...
+
+    def update_status(
+        self,
+        job: JobModel[Any],
+        status: JobStatus,
+        *,
+        replicas: Mapping[str, ReplicaPods],
+        now: dt.datetime,
+    ) -> list[Event]:
+        """Apply the framework's success and failure rule to ``status`` (in place).
+
+        Called after the base has counted replica statuses and handled restarts; returns the
+        events to record.
+        """
+        ...
+
+    def extra_objects(
+        self, job: JobModel[Any], observed: Observed, status: JobStatus, *, now: dt.datetime
+    ) -> tuple[list[Action], list[Event]]:
+        """Actions on framework-specific owned objects (ConfigMap, Secret, launcher Job, HPA).
+
+        Called on every live reconcile (not while suspended or finished).
+        """
+        ...

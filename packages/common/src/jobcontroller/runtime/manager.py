@@ -1,0 +1,389 @@
+"""The process-level join of the runtime: shared informers, controllers, workers, leadership.
+
+One :class:`Manager` per operator process. Controllers register in :meth:`Manager.add`; each
+gets a :class:`~jobcontroller.runtime.workqueue.WorkQueue` named after it and, in its
+``setup``, asks the manager for shared informers and registers handlers that enqueue keys.
+
+:meth:`Manager.run` then goes through the phases a controller-runtime manager does:
+
+1. start every informer and wait until all have synced (on every replica, leader or not: a
+   standby with warm caches takes over in one lease duration instead of one LIST per resource);
+2. with leader election, wait to acquire the Lease, then keep renewing it;
+3. start ``workers`` worker tasks per controller;
+4. on :meth:`stop` (SIGTERM), shut the queues (no new keys), let in-flight reconciles finish
+   (bounded by ``drain_timeout``), release the Lease, flush Events, stop informers.
+
+Fatal conditions end :meth:`run` with an exception after cleaning up: losing the Lease
+(:class:`~jobcontroller.runtime.leader.LeadershipLost`; workers are cancelled at once, since
+another replica may take over within ``lease_duration - renew_deadline`` seconds), caches not
+syncing within ``cache_sync_timeout``, or any runtime task dying. The runner turns them into a
+non-zero exit so Kubernetes restarts the pod.
+
+Worker semantics per key: a reconcile returning ``None`` is done (backoff forgotten); a
+positive number asks for another look after that many seconds; zero or less asks for an
+immediate, rate-limited retry (controller-runtime's ``Requeue: true``); raising is an error,
+counted and retried with per-key exponential backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Coroutine
+from typing import Any, Protocol
+
+import structlog
+
+from jobcontroller.runtime.events import EventRecorder
+from jobcontroller.runtime.informer import Informer, Transform, strip_managed_fields
+from jobcontroller.runtime.kube import ApiError, KubeApi, Resource
+from jobcontroller.runtime.leader import LeaderElector, LeadershipLost
+from jobcontroller.runtime.metrics import Metrics
+from jobcontroller.runtime.workqueue import QueueShutDown, WorkQueue
+
+__all__ = ["Controller", "Manager"]
+
+log = structlog.get_logger(__name__)
+
+
+class Controller(Protocol):
+    """What the manager runs. ``name`` names the work queue and labels the metrics."""
+
+    name: str
+
+    def setup(self, manager: Manager, queue: WorkQueue[str]) -> None:
+        """Register informers (through ``manager.informer``) and handlers that enqueue keys."""
+        ...
+
+    async def reconcile(self, key: str) -> float | None:
+        """Bring ``key`` to its desired state; return seconds until another look, or None."""
+        ...
+
+
+_InformerKey = tuple[Resource, str | None, str | None, Transform | None]
+
+
+class Manager:
+    """Runs the informers and controllers of one operator process; see the module docstring.
+
+    The manager does not own ``api``: whoever created it closes it after :meth:`run`.
+    """
+
+    def __init__(
+        self,
+        api: KubeApi,
+        *,
+        component: str,
+        metrics: Metrics | None = None,
+        namespace: str = "",
+        workers: int = 4,
+        elector: LeaderElector | None = None,
+        events: EventRecorder | None = None,
+        cache_sync_timeout: float = 120.0,
+        drain_timeout: float = 30.0,
+    ) -> None:
+        if workers < 1:
+            raise ValueError("workers must be at least 1")
+        self.api = api
+        self.component = component
+        self.metrics = metrics
+        self.namespace = namespace
+        """Default namespace of informers; empty means all namespaces."""
+        self.workers = workers
+        self.elector = elector
+        self.events = events or EventRecorder(api, component=component, metrics=metrics)
+        self.cache_sync_timeout = cache_sync_timeout
+        self.drain_timeout = drain_timeout
+
+        self._informers: dict[_InformerKey, Informer] = {}
+        self._controllers: dict[str, tuple[Controller, WorkQueue[str]]] = {}
+        self._informer_tasks: list[asyncio.Task[None]] = []
+        self._worker_tasks: list[asyncio.Task[None]] = []
+        self._renew_task: asyncio.Task[None] | None = None
+        self._running = False
+        self._workers_started = False
+        self._shutting_down = False
+        self._stop_requested = False
+        self._force = False
+        self._stop: asyncio.Future[None] | None = None
+        self._fatal: asyncio.Future[BaseException] | None = None
+
+    # -- wiring ------------------------------------------------------------------------------
+
+    def informer(
+        self,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        transform: Transform | None = strip_managed_fields,
+    ) -> Informer:
+        """The shared informer for these parameters, created on first request.
+
+        ``namespace`` None means the manager's namespace; ``""`` means all namespaces. It is
+        ignored for cluster-scoped resources. Call before :meth:`run`, since handlers must be
+        registered before the informer lists.
+        """
+        ns = self.namespace if namespace is None else namespace
+        effective_ns = (ns or None) if resource.namespaced else None
+        key: _InformerKey = (resource, effective_ns, label_selector, transform)
+        existing = self._informers.get(key)
+        if existing is not None:
+            return existing
+        if self._running:
+            raise RuntimeError("informers must be created before Manager.run")
+        name = resource.label
+        if any(inf.name == name for inf in self._informers.values()):
+            name = f"{name}[{effective_ns or '*'};{label_selector or ''};{len(self._informers)}]"
+        informer = Informer(
+            self.api,
+            resource,
+            namespace=effective_ns,
+            label_selector=label_selector,
+            transform=transform,
+            metrics=self.metrics,
+            name=name,
+        )
+        self._informers[key] = informer
+        return informer
+
+    def add(self, controller: Controller) -> WorkQueue[str]:
+        """Register ``controller``: create its queue and call its ``setup``."""
+        if self._running:
+            raise RuntimeError("controllers must be added before Manager.run")
+        if controller.name in self._controllers:
+            raise ValueError(f"a controller named {controller.name!r} is registered already")
+        queue: WorkQueue[str] = WorkQueue(name=controller.name, metrics=self.metrics)
+        controller.setup(self, queue)
+        self._controllers[controller.name] = (controller, queue)
+        return queue
+
+    @property
+    def informers(self) -> list[Informer]:
+        return list(self._informers.values())
+
+    @property
+    def queues(self) -> dict[str, WorkQueue[str]]:
+        return {name: queue for name, (_, queue) in self._controllers.items()}
+
+    # -- state for probes --------------------------------------------------------------------
+
+    @property
+    def synced(self) -> bool:
+        """True once running and every informer has listed."""
+        return self._running and all(inf.has_synced for inf in self._informers.values())
+
+    @property
+    def is_leader(self) -> bool:
+        """Whether this replica reconciles: the Lease holder, or (without election) running."""
+        if self.elector is not None:
+            return self.elector.is_leader
+        return self._workers_started and not self._shutting_down
+
+    @property
+    def healthy(self) -> bool:
+        """False once a fatal error happened (the process is about to exit)."""
+        return self._fatal is None or not self._fatal.done()
+
+    def readiness(self) -> dict[str, Any]:
+        """The body of /readyz: synced caches make a replica ready, leader or not."""
+        return {
+            "synced": self.synced,
+            "leader": self.is_leader,
+            "informers": {inf.name: inf.has_synced for inf in self._informers.values()},
+        }
+
+    # -- running -----------------------------------------------------------------------------
+
+    def stop(self, *, force: bool = False) -> None:
+        """Ask :meth:`run` to shut down gracefully; ``force`` also cancels in-flight reconciles.
+
+        Safe to call from a signal handler, more than once, or before :meth:`run`.
+        """
+        self._stop_requested = True
+        if self._stop is not None and not self._stop.done():
+            self._stop.set_result(None)
+        if force:
+            self._force = True
+            if self._shutting_down:
+                for task in self._worker_tasks:
+                    task.cancel()
+
+    async def run(self) -> None:
+        """Run until :meth:`stop` (returns) or a fatal error (raises); cleans up either way."""
+        if self._running:
+            raise RuntimeError("Manager.run called twice")
+        loop = asyncio.get_running_loop()
+        self._running = True
+        self._stop = loop.create_future()
+        self._fatal = loop.create_future()
+        if self._stop_requested:
+            self._stop.set_result(None)
+        failure: BaseException | None = None
+        try:
+            self.events.start()
+            for informer in self._informers.values():
+                self._informer_tasks.append(
+                    self._spawn(informer.run(), f"informer:{informer.name}")
+                )
+            if not await self._until(self._wait_synced()):
+                return
+            if self.elector is not None:
+                if not await self._until(self.elector.acquire()):
+                    return
+                self._renew_task = self._spawn(self.elector.hold(), "leader-renew")
+            self._start_workers()
+            stop_or_fatal: set[asyncio.Future[Any]] = {self._stop, self._fatal}
+            await asyncio.wait(stop_or_fatal, return_when=asyncio.FIRST_COMPLETED)
+            self._raise_if_fatal()
+        except BaseException as exc:
+            failure = exc
+            raise
+        finally:
+            await self._shutdown(lost=isinstance(failure, LeadershipLost))
+
+    async def _wait_synced(self) -> None:
+        try:
+            async with asyncio.timeout(self.cache_sync_timeout):
+                await asyncio.gather(*(inf.wait_synced() for inf in self._informers.values()))
+        except TimeoutError:
+            waiting = [inf.name for inf in self._informers.values() if not inf.has_synced]
+            raise TimeoutError(
+                f"caches did not sync within {self.cache_sync_timeout:g}s: {', '.join(waiting)}"
+            ) from None
+        log.info("caches synced", informers=len(self._informers))
+
+    async def _until(self, aw: Awaitable[Any]) -> bool:
+        """Await ``aw`` unless a stop or a fatal error comes first.
+
+        True: ``aw`` finished. False: stop was requested. Raises the fatal error or ``aw``'s.
+        """
+        assert self._stop is not None and self._fatal is not None
+        task = asyncio.ensure_future(aw)
+        try:
+            await asyncio.wait({task, self._stop, self._fatal}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.wait({task})
+        self._raise_if_fatal()
+        if task.done() and not task.cancelled():
+            task.result()
+            return True
+        return False
+
+    def _raise_if_fatal(self) -> None:
+        if self._fatal is not None and self._fatal.done():
+            raise self._fatal.result()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """A runtime task whose death (other than at shutdown) is fatal for the process."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or self._fatal is None or self._fatal.done():
+            return
+        exc = task.exception()
+        if exc is None:
+            if self._shutting_down:
+                return
+            exc = RuntimeError(f"{task.get_name()} stopped unexpectedly")
+        self._fatal.set_result(exc)
+
+    # -- workers -----------------------------------------------------------------------------
+
+    def _start_workers(self) -> None:
+        for controller, queue in self._controllers.values():
+            for i in range(self.workers):
+                name = f"worker:{controller.name}:{i}"
+                self._worker_tasks.append(self._spawn(self._worker(controller, queue), name))
+        self._workers_started = True
+        log.info("workers started", controllers=list(self._controllers), workers=self.workers)
+
+    async def _worker(self, controller: Controller, queue: WorkQueue[str]) -> None:
+        while True:
+            try:
+                key = await queue.get()
+            except QueueShutDown:
+                return
+            try:
+                await self._process(controller, queue, key)
+            finally:
+                queue.done(key)
+
+    async def _process(self, controller: Controller, queue: WorkQueue[str], key: str) -> None:
+        namespace, _, name = key.rpartition("/")
+        loop = asyncio.get_running_loop()
+        with structlog.contextvars.bound_contextvars(
+            controller=controller.name,
+            key=key,
+            namespace=namespace or None,
+            name=name,
+            reconcile_id=uuid.uuid4().hex[:16],
+        ):
+            started = loop.time()
+            try:
+                after = await controller.reconcile(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                result = "error"
+                self._log_failure(exc, retries=queue.num_requeues(key))
+                queue.add_rate_limited(key)
+            else:
+                if after is None:
+                    result = "success"
+                    queue.forget(key)
+                elif after <= 0:
+                    result = "requeue"
+                    queue.add_rate_limited(key)
+                else:
+                    result = "requeue_after"
+                    queue.forget(key)
+                    queue.add_after(key, after)
+            if self.metrics is not None:
+                self.metrics.reconcile_time.labels(controller.name).observe(loop.time() - started)
+                self.metrics.reconcile_total.labels(controller.name, result).inc()
+                if result == "error":
+                    self.metrics.reconcile_errors.labels(controller.name).inc()
+
+    @staticmethod
+    def _log_failure(exc: Exception, *, retries: int) -> None:
+        if isinstance(exc, ApiError) and exc.is_conflict:
+            # Expected under concurrency: the cache was behind; the retry reads a newer one.
+            log.info("reconcile conflict; retrying", error=str(exc), retries=retries)
+        elif isinstance(exc, ApiError):
+            log.error("reconcile failed", error=str(exc), status=exc.status, retries=retries)
+        else:
+            log.error("reconcile failed", error=repr(exc), retries=retries, exc_info=exc)
+
+    # -- shutdown ----------------------------------------------------------------------------
+
+    async def _shutdown(self, *, lost: bool) -> None:
+        self._shutting_down = True
+        for _, queue in self._controllers.values():
+            queue.shutdown()
+        if self._worker_tasks:
+            if lost or self._force:
+                for task in self._worker_tasks:
+                    task.cancel()
+            else:
+                _, pending = await asyncio.wait(self._worker_tasks, timeout=self.drain_timeout)
+                if pending:
+                    log.warning("drain timeout; cancelling reconciles", unfinished=len(pending))
+                    for task in pending:
+                        task.cancel()
+            await asyncio.wait(self._worker_tasks)
+        if self._renew_task is not None:
+            self._renew_task.cancel()
+            await asyncio.wait({self._renew_task})
+        if self.elector is not None and not lost:
+            await self.elector.release()
+        await self.events.close()
+        for informer in self._informers.values():
+            informer.stop()
+        if self._informer_tasks:
+            await asyncio.wait(self._informer_tasks)
+        log.info("manager stopped", leadership_lost=lost)

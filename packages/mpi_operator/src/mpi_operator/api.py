@@ -1,0 +1,264 @@
+"""MPIJob, `kubeflow.org/v2beta1` (the mpi-operator API): model, defaulting, validation and CRD.
+
+Only v2beta1 is served; training-operator's `kubeflow.org/v1` MPIJob is deliberately absent,
+since one cluster cannot serve both CRDs under one name (kubeflow/trainer #1930).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar
+
+from jobcontroller.api import (
+    CleanPodPolicy,
+    JobModel,
+    JobSpec,
+    ReplicaSpec,
+    RestartPolicy,
+)
+from jobcontroller.api.crd import (
+    MAX_REPLICA_TYPES,
+    build_crd,
+    cel_managed_by_rule,
+    cel_root_rules,
+)
+from jobcontroller.api.validation import (
+    DNS1035_MESSAGE,
+    MAX_DNS_LABEL_LENGTH,
+    container_errors,
+    dns1035_label_errors,
+    managed_by_errors,
+    managed_by_update_errors,
+    replica_pod_name,
+)
+from pydantic import ConfigDict, Field
+
+__all__ = [
+    "DEFAULT_SSH_AUTH_MOUNT_PATH",
+    "MANAGED_BY_VALUES",
+    "LauncherCreationPolicy",
+    "MPIImplementation",
+    "MPIJob",
+    "MPIJobSpec",
+    "MPIReplicaType",
+    "default_mpijob",
+    "mpijob_crd",
+    "validate_mpijob",
+]
+
+DEFAULT_SSH_AUTH_MOUNT_PATH = "/root/.ssh"
+MANAGED_BY_VALUES = ("kubeflow.org/mpi-operator", "kueue.x-k8s.io/multikueue")
+
+
+class MPIReplicaType(StrEnum):
+    LAUNCHER = "Launcher"
+    WORKER = "Worker"
+
+
+class LauncherCreationPolicy(StrEnum):
+    """When to create the launcher: at once, or once every worker pod is Ready."""
+
+    AT_STARTUP = "AtStartup"
+    WAIT_FOR_WORKERS_READY = "WaitForWorkersReady"
+
+
+class MPIImplementation(StrEnum):
+    OPEN_MPI = "OpenMPI"
+    INTEL = "Intel"
+    MPICH = "MPICH"
+
+
+_REPLICA_TYPES: tuple[str, ...] = tuple(MPIReplicaType)
+_SPECS = "spec.mpiReplicaSpecs"
+_RESTART_POLICIES = (RestartPolicy.NEVER, RestartPolicy.ON_FAILURE)
+_MSG_TYPES = "replica types must be Launcher or Worker"
+_MSG_LAUNCHER = "a Launcher replica spec is required"
+_MSG_LAUNCHER_REPLICAS = "Launcher replicas must be 1"
+# Defaulting sets an omitted Worker.replicas to 0, which validation then rejects; saying so at
+# admission spares the user a job that is accepted and then never runs.
+_MSG_WORKER = "Worker replicas must be set to at least 1"
+_MSG_RESTART = "must be Never or OnFailure (MPIJob does not support Always or ExitCode)"
+_MSG_LAUNCHER_NAME = (
+    f"too long: the launcher's host name <name>-launcher must be at most "
+    f"{MAX_DNS_LABEL_LENGTH} characters"
+)
+
+_REPLICA_RULES: list[Any] = [
+    {
+        "rule": "!has(self.restartPolicy) || self.restartPolicy in ['Never', 'OnFailure']",
+        "message": _MSG_RESTART,
+        "fieldPath": ".restartPolicy",
+    }
+]
+
+
+class MPIJobSpec(JobSpec):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [cel_managed_by_rule(allowed=MANAGED_BY_VALUES)]
+        }
+    )
+
+    slots_per_worker: int | None = Field(
+        default=None, ge=0, description="Slots per worker in the hostfile. Defaults to 1."
+    )
+    run_launcher_as_worker: bool | None = Field(
+        default=None, description="Also list the launcher in the hostfile. Defaults to false."
+    )
+    ssh_auth_mount_path: str | None = Field(
+        default=None,
+        min_length=1,
+        description=f"Where the SSH keys are mounted. Defaults to {DEFAULT_SSH_AUTH_MOUNT_PATH}.",
+    )
+    launcher_creation_policy: LauncherCreationPolicy | None = None
+    mpi_implementation: MPIImplementation | None = None
+    mpi_replica_specs: dict[
+        str,
+        Annotated[
+            ReplicaSpec, Field(json_schema_extra={"x-kubernetes-validations": _REPLICA_RULES})
+        ],
+    ] = Field(
+        description="Replica specs keyed by type: Launcher (exactly 1 replica) and Worker.",
+        json_schema_extra={
+            "maxProperties": MAX_REPLICA_TYPES,
+            "x-kubernetes-validations": [
+                {"rule": "self.all(k, k in ['Launcher', 'Worker'])", "message": _MSG_TYPES},
+                {"rule": "'Launcher' in self", "message": _MSG_LAUNCHER},
+                {
+                    "rule": (
+                        "!('Launcher' in self) || !has(self['Launcher'].replicas) || "
+                        "self['Launcher'].replicas == 1"
+                    ),
+                    "message": _MSG_LAUNCHER_REPLICAS,
+                },
+                {
+                    "rule": (
+                        "!('Worker' in self) || "
+                        "(has(self['Worker'].replicas) && self['Worker'].replicas >= 1)"
+                    ),
+                    "message": _MSG_WORKER,
+                },
+            ],
+        },
+    )
+
+    def replica_specs(self) -> dict[str, ReplicaSpec]:
+        return self.mpi_replica_specs
+
+
+_ROOT_RULES: list[Any] = [
+    *cel_root_rules(specs_path="self.spec.mpiReplicaSpecs"),
+    {
+        "rule": f"size(self.metadata.name) + size('-launcher') <= {MAX_DNS_LABEL_LENGTH}",
+        "message": _MSG_LAUNCHER_NAME,
+        "fieldPath": ".metadata.name",
+        "reason": "FieldValueInvalid",
+    },
+]
+
+
+class MPIJob(JobModel[MPIJobSpec]):
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _ROOT_RULES})
+
+    VERSION: ClassVar[str] = "v2beta1"
+    KIND: ClassVar[str] = "MPIJob"
+    PLURAL: ClassVar[str] = "mpijobs"
+    SINGULAR: ClassVar[str] = "mpijob"
+    SHORT_NAMES: ClassVar[tuple[str, ...]] = ("mpij",)
+    REPLICA_TYPES: ClassVar[tuple[str, ...]] = _REPLICA_TYPES
+    # mpi-operator uses the first container of each template.
+    DEFAULT_CONTAINER_NAME: ClassVar[str | None] = None
+
+
+def default_mpijob(job: MPIJob) -> MPIJob:
+    """mpi-operator's SetDefaults_MPIJob (v2beta1), as a pure function returning a new object."""
+    job = job.model_copy(deep=True)
+    spec = job.spec
+    if spec.run_policy.clean_pod_policy is None:
+        # The field comment says Running; the anchor's code (and so we) default to None.
+        spec.run_policy.clean_pod_policy = CleanPodPolicy.NONE
+    if spec.run_policy.suspend is None:
+        spec.run_policy.suspend = False
+    if spec.slots_per_worker is None:
+        spec.slots_per_worker = 1
+    if spec.run_launcher_as_worker is None:
+        spec.run_launcher_as_worker = False
+    if not spec.ssh_auth_mount_path:
+        spec.ssh_auth_mount_path = DEFAULT_SSH_AUTH_MOUNT_PATH
+    if spec.launcher_creation_policy is None:
+        spec.launcher_creation_policy = LauncherCreationPolicy.AT_STARTUP
+    if spec.mpi_implementation is None:
+        spec.mpi_implementation = MPIImplementation.OPEN_MPI
+    launcher = spec.mpi_replica_specs.get(MPIReplicaType.LAUNCHER)
+    if launcher is not None:
+        if launcher.replicas is None:
+            launcher.replicas = 1
+        if launcher.restart_policy is None:
+            launcher.restart_policy = RestartPolicy.ON_FAILURE
+    worker = spec.mpi_replica_specs.get(MPIReplicaType.WORKER)
+    if worker is not None:
+        if worker.replicas is None:
+            worker.replicas = 0
+        if worker.restart_policy is None:
+            worker.restart_policy = RestartPolicy.NEVER
+    return job
+
+
+def _replica_errors(rtype: str, replica: ReplicaSpec) -> list[str]:
+    path = f"{_SPECS}[{rtype}]"
+    errors = container_errors(replica_type=rtype, spec=replica, path=_SPECS, default_container=None)
+    if replica.restart_policy is not None and replica.restart_policy not in _RESTART_POLICIES:
+        errors.append(f"{path}.restartPolicy: {_MSG_RESTART}")
+    if rtype == MPIReplicaType.LAUNCHER and replica.replicas not in (None, 1):
+        errors.append(f"{path}.replicas: {_MSG_LAUNCHER_REPLICAS}")
+    if rtype == MPIReplicaType.WORKER and (replica.replicas is None or replica.replicas < 1):
+        errors.append(f"{path}.replicas: {_MSG_WORKER}")
+    return errors
+
+
+def _name_errors(job: MPIJob) -> list[str]:
+    errors = dns1035_label_errors(job.name, path="metadata.name")
+    if errors:
+        return errors
+    launcher_host = f"{job.name}-launcher"
+    if len(launcher_host) > MAX_DNS_LABEL_LENGTH:
+        errors.append(f"metadata.name: {_MSG_LAUNCHER_NAME}")
+    worker = job.spec.mpi_replica_specs.get(MPIReplicaType.WORKER)
+    if worker is not None:
+        last = replica_pod_name(
+            job_name=job.name, replica_type="worker", index=max((worker.replicas or 1) - 1, 0)
+        )
+        if len(last) > MAX_DNS_LABEL_LENGTH:
+            errors.append(
+                f"metadata.name: too long: worker host name {last!r} would exceed "
+                f"{MAX_DNS_LABEL_LENGTH} characters ({DNS1035_MESSAGE})"
+            )
+    return errors
+
+
+def validate_mpijob(job: MPIJob, *, old: MPIJob | None = None) -> list[str]:
+    """mpi-operator's ValidateMPIJob; [] when valid. Run it on a defaulted job.
+
+    Fields that defaulting fills in are only checked when set, so an undefaulted job
+    is judged as the CRD judges it at admission.
+    """
+    errors = _name_errors(job)
+    spec = job.spec
+    specs = spec.mpi_replica_specs
+    if MPIReplicaType.LAUNCHER not in specs:
+        errors.append(f"{_SPECS}: {_MSG_LAUNCHER}")
+    for rtype, replica in specs.items():
+        if rtype not in _REPLICA_TYPES:
+            errors.append(f"{_SPECS}[{rtype}]: {_MSG_TYPES}")
+            continue
+        errors += _replica_errors(rtype, replica)
+    if spec.ssh_auth_mount_path is not None and not spec.ssh_auth_mount_path:
+        errors.append("spec.sshAuthMountPath: must not be empty")
+    errors += managed_by_errors(run_policy=spec.run_policy, allowed=MANAGED_BY_VALUES)
+    if old is not None:
+        errors += managed_by_update_errors(old=old.spec.run_policy, new=spec.run_policy)
+    return errors
+
+
+def mpijob_crd() -> dict[str, Any]:
+    return build_crd(MPIJob)

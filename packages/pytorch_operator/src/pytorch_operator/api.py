@@ -1,0 +1,294 @@
+"""PyTorchJob, `kubeflow.org/v1`: model, defaulting, validation and CRD.
+
+Admission is done by the CRD (schema plus CEL rules); `validate_pytorchjob` states the same rules
+in Python. As in the anchor's webhook, which runs before any defaulting, Master.replicas must be
+given explicitly and equal 1, and replica-type keys are case-sensitive at admission.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar
+
+from jobcontroller.api import (
+    CleanPodPolicy,
+    JobModel,
+    JobSpec,
+    KubeModel,
+    ReplicaSpec,
+    RestartPolicy,
+    canonical_replica_types,
+    set_default_port,
+)
+from jobcontroller.api.crd import (
+    MAX_REPLICA_TYPES,
+    ScaleSubresource,
+    build_crd,
+    cel_default_container_rule,
+    cel_managed_by_rule,
+    cel_root_rules,
+)
+from jobcontroller.api.validation import (
+    container_errors,
+    dns1035_label_errors,
+    managed_by_errors,
+    managed_by_update_errors,
+    pod_name_length_errors,
+)
+from pydantic import ConfigDict, Field
+
+__all__ = [
+    "MANAGED_BY_VALUES",
+    "PYTORCH_CONTAINER_NAME",
+    "PYTORCH_PORT",
+    "PYTORCH_PORT_NAME",
+    "ElasticPolicy",
+    "PyTorchJob",
+    "PyTorchJobSpec",
+    "PyTorchReplicaType",
+    "RDZVConf",
+    "default_pytorchjob",
+    "deprecation_warnings",
+    "pytorchjob_crd",
+    "validate_pytorchjob",
+]
+
+PYTORCH_CONTAINER_NAME = "pytorch"
+PYTORCH_PORT_NAME = "pytorchjob-port"
+PYTORCH_PORT = 23456
+MANAGED_BY_VALUES = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
+
+
+class PyTorchReplicaType(StrEnum):
+    MASTER = "Master"
+    WORKER = "Worker"
+
+
+_REPLICA_TYPES: tuple[str, ...] = tuple(PyTorchReplicaType)
+_SPECS = "spec.pytorchReplicaSpecs"
+_MSG_TYPES = "replica types must be Master or Worker"
+_MSG_MASTER = "Master replicas must be set to 1"
+_MSG_WORKER = "Worker replicas must be at least 1"
+_MSG_ELASTIC_WORKER = "elasticPolicy requires a Worker replica spec"
+_MSG_NPROC = (
+    "elasticPolicy.nProcPerNode (deprecated) and nprocPerNode must not both be set; "
+    "use nprocPerNode"
+)
+_MSG_MIN_MAX = "elasticPolicy.minReplicas must not exceed elasticPolicy.maxReplicas"
+
+
+class RDZVConf(KubeModel):
+    key: str | None = None
+    value: str | None = None
+
+
+class ElasticPolicy(KubeModel):
+    """torchrun elastic settings; present means the job is elastic."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": (
+                        "!has(self.minReplicas) || !has(self.maxReplicas) || "
+                        "self.minReplicas <= self.maxReplicas"
+                    ),
+                    "message": _MSG_MIN_MAX,
+                }
+            ]
+        }
+    )
+
+    min_replicas: int | None = Field(default=None, ge=1)
+    max_replicas: int | None = Field(default=None, ge=1)
+    rdzv_backend: str | None = None
+    rdzv_port: int | None = Field(default=None, ge=1, le=65535)
+    rdzv_host: str | None = None
+    rdzv_id: str | None = None
+    rdzv_conf: list[RDZVConf] | None = None
+    standalone: bool | None = None
+    n_proc_per_node: int | None = Field(
+        default=None, description="Deprecated: use spec.nprocPerNode."
+    )
+    max_restarts: int | None = Field(default=None, ge=0)
+    metrics: list[dict[str, Any]] | None = Field(
+        default=None, description="autoscaling/v2 MetricSpecs; when set, an HPA is created."
+    )
+
+
+def _replica_rules() -> list[Any]:
+    return [cel_default_container_rule(container=PYTORCH_CONTAINER_NAME)]
+
+
+class PyTorchJobSpec(JobSpec):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel_managed_by_rule(allowed=MANAGED_BY_VALUES),
+                {
+                    "rule": "!has(self.elasticPolicy) || 'Worker' in self.pytorchReplicaSpecs",
+                    "message": _MSG_ELASTIC_WORKER,
+                },
+                {
+                    "rule": (
+                        "!has(self.elasticPolicy) || !has(self.elasticPolicy.nProcPerNode) "
+                        "|| !has(self.nprocPerNode)"
+                    ),
+                    "message": _MSG_NPROC,
+                },
+            ]
+        }
+    )
+
+    elastic_policy: ElasticPolicy | None = None
+    pytorch_replica_specs: dict[
+        str,
+        Annotated[
+            ReplicaSpec, Field(json_schema_extra={"x-kubernetes-validations": _replica_rules()})
+        ],
+    ] = Field(
+        description="Replica specs keyed by type: Master (exactly 1 replica) and Worker.",
+        json_schema_extra={
+            "maxProperties": MAX_REPLICA_TYPES,
+            "x-kubernetes-validations": [
+                {"rule": "self.all(k, k in ['Master', 'Worker'])", "message": _MSG_TYPES},
+                {
+                    "rule": (
+                        "!('Master' in self) || "
+                        "(has(self['Master'].replicas) && self['Master'].replicas == 1)"
+                    ),
+                    "message": _MSG_MASTER,
+                },
+                {
+                    "rule": (
+                        "!('Worker' in self) || !has(self['Worker'].replicas) || "
+                        "self['Worker'].replicas >= 1"
+                    ),
+                    "message": _MSG_WORKER,
+                },
+            ],
+        },
+    )
+    nproc_per_node: str | None = Field(
+        default=None,
+        description="Processes per pod: 'auto', 'cpu', 'gpu' or an integer. Defaults to 'auto'.",
+    )
+
+    def replica_specs(self) -> dict[str, ReplicaSpec]:
+        return self.pytorch_replica_specs
+
+
+class PyTorchJob(JobModel[PyTorchJobSpec]):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": cel_root_rules(specs_path="self.spec.pytorchReplicaSpecs")
+        }
+    )
+
+    VERSION: ClassVar[str] = "v1"
+    KIND: ClassVar[str] = "PyTorchJob"
+    PLURAL: ClassVar[str] = "pytorchjobs"
+    SINGULAR: ClassVar[str] = "pytorchjob"
+    REPLICA_TYPES: ClassVar[tuple[str, ...]] = _REPLICA_TYPES
+    DEFAULT_CONTAINER_NAME: ClassVar[str | None] = PYTORCH_CONTAINER_NAME
+
+
+PYTORCH_SCALE = ScaleSubresource(
+    spec_replicas_path=".spec.pytorchReplicaSpecs.Worker.replicas",
+    status_replicas_path=".status.replicaStatuses.Worker.active",
+    label_selector_path=".status.replicaStatuses.Worker.selector",
+)
+
+
+def default_pytorchjob(job: PyTorchJob) -> PyTorchJob:
+    """The anchor's SetDefaults_PyTorchJob, as a pure function returning a new object."""
+    job = job.model_copy(deep=True)
+    spec = job.spec
+    if spec.run_policy.clean_pod_policy is None:
+        spec.run_policy.clean_pod_policy = CleanPodPolicy.NONE
+    if spec.run_policy.suspend is None:
+        spec.run_policy.suspend = False
+    spec.pytorch_replica_specs = canonical_replica_types(
+        spec.pytorch_replica_specs, known=PyTorchJob.REPLICA_TYPES
+    )
+    for replica in spec.pytorch_replica_specs.values():
+        if replica.replicas is None:
+            replica.replicas = 1
+        if replica.restart_policy is None:
+            replica.restart_policy = RestartPolicy.ON_FAILURE
+        set_default_port(
+            replica.template,
+            container_name=PYTORCH_CONTAINER_NAME,
+            port_name=PYTORCH_PORT_NAME,
+            port=PYTORCH_PORT,
+        )
+    elastic = spec.elastic_policy
+    if elastic is not None:
+        if elastic.min_replicas is None and elastic.max_replicas is not None:
+            elastic.min_replicas = elastic.max_replicas
+        elif elastic.max_replicas is None and elastic.min_replicas is not None:
+            elastic.max_replicas = elastic.min_replicas
+        elif elastic.min_replicas is None and elastic.max_replicas is None:
+            worker = spec.pytorch_replica_specs.get(PyTorchReplicaType.WORKER)
+            # Without a Worker spec (invalid anyway) the anchor would dereference nil.
+            if worker is not None:
+                elastic.min_replicas = worker.replicas
+                elastic.max_replicas = worker.replicas
+    if spec.nproc_per_node is None and (elastic is None or elastic.n_proc_per_node is None):
+        spec.nproc_per_node = "auto"
+    return job
+
+
+def validate_pytorchjob(job: PyTorchJob, *, old: PyTorchJob | None = None) -> list[str]:
+    """The anchor webhook's checks (plus the pod-name length check); [] when valid.
+
+    Unlike the anchor (whose update path compares the new object with itself), managedBy
+    immutability is enforced on update.
+    """
+    errors = dns1035_label_errors(job.name, path="metadata.name")
+    spec = job.spec
+    specs = spec.pytorch_replica_specs
+    if not specs:
+        errors.append(f"{_SPECS}: must be specified")
+    for rtype, replica in specs.items():
+        if rtype not in PyTorchJob.REPLICA_TYPES:
+            errors.append(f"{_SPECS}[{rtype}]: {_MSG_TYPES}")
+            continue
+        errors += container_errors(
+            replica_type=rtype, spec=replica, path=_SPECS, default_container=PYTORCH_CONTAINER_NAME
+        )
+    master = specs.get(PyTorchReplicaType.MASTER)
+    if master is not None and master.replicas != 1:
+        errors.append(f"{_SPECS}[Master].replicas: {_MSG_MASTER}")
+    worker = specs.get(PyTorchReplicaType.WORKER)
+    if worker is not None and worker.replicas is not None and worker.replicas < 1:
+        errors.append(f"{_SPECS}[Worker].replicas: {_MSG_WORKER}")
+    elastic = spec.elastic_policy
+    if elastic is not None:
+        if worker is None:
+            errors.append(f"spec.elasticPolicy: {_MSG_ELASTIC_WORKER}")
+        if elastic.n_proc_per_node is not None and spec.nproc_per_node is not None:
+            errors.append(f"spec.elasticPolicy.nProcPerNode: {_MSG_NPROC}")
+        if (
+            elastic.min_replicas is not None
+            and elastic.max_replicas is not None
+            and elastic.min_replicas > elastic.max_replicas
+        ):
+            errors.append(f"spec.elasticPolicy: {_MSG_MIN_MAX}")
+    errors += pod_name_length_errors(job_name=job.name, replica_specs=specs)
+    errors += managed_by_errors(run_policy=spec.run_policy, allowed=MANAGED_BY_VALUES)
+    if old is not None:
+        errors += managed_by_update_errors(old=old.spec.run_policy, new=spec.run_policy)
+    return errors
+
+
+def deprecation_warnings(job: PyTorchJob) -> list[str]:
+    """Warnings the anchor's webhook returns alongside an accepted object."""
+    elastic = job.spec.elastic_policy
+    if elastic is not None and elastic.n_proc_per_node is not None:
+        return ["spec.elasticPolicy.nProcPerNode is deprecated; use spec.nprocPerNode"]
+    return []
+
+
+def pytorchjob_crd() -> dict[str, Any]:
+    return build_crd(PyTorchJob, scale=PYTORCH_SCALE)

@@ -1,0 +1,312 @@
+"""KubeApi over HTTP against a scripted local server: retries, verbs' wire format, watch streams.
+
+The server is a fake (aiohttp.web on loopback); what a real apiserver does is covered in
+tests/integration/test_kube_api.py. Here we pin behaviour a real server cannot be made to show on
+demand: 429/5xx answers, stalls, ERROR events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+from jobcontroller.runtime.kube import (
+    CONFIGMAPS,
+    NAMESPACES,
+    ApiError,
+    ApiSettings,
+    KubeApi,
+    WatchInactive,
+)
+from jobcontroller.runtime.metrics import Metrics
+from kubernetes_asyncio.client import ApiClient, Configuration
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+FAST = ApiSettings(backoff_base=0.001, backoff_max=0.002, max_attempts=3, read_timeout=5.0)
+
+
+@dataclass
+class Seen:
+    method: str
+    path: str
+    query: dict[str, str]
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class FakeApiServer:
+    """Answers every request with the next scripted handler (the last one repeats)."""
+
+    script: list[Handler] = field(default_factory=list)
+    seen: list[Seen] = field(default_factory=list)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        self.seen.append(
+            Seen(
+                method=request.method,
+                path=request.path,
+                query=dict(request.query),
+                headers=dict(request.headers),
+                body=json.loads(raw) if raw else None,
+            )
+        )
+        handler = self.script[min(len(self.seen), len(self.script)) - 1]
+        return await handler(request)
+
+
+def status(code: int, reason: str = "", *, retry_after: str | None = None) -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        body = {"kind": "Status", "apiVersion": "v1", "code": code, "reason": reason}
+        headers = {"Retry-After": retry_after} if retry_after is not None else None
+        return web.json_response(body, status=code, headers=headers)
+
+    return handler
+
+
+def ok(body: Any) -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return web.json_response(body)
+
+    return handler
+
+
+def stream(lines: list[Any], *, stall: bool = False) -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        for line in lines:
+            await resp.write(json.dumps(line).encode() + b"\n")
+        if stall:
+            await asyncio.sleep(30)
+        return resp
+
+    return handler
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def fake() -> AsyncIterator[tuple[FakeApiServer, KubeApi, Metrics]]:
+    server = FakeApiServer()
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", server.handle)
+    test_server = TestServer(app, host="127.0.0.1")
+    await test_server.start_server()
+    metrics = Metrics()
+    api = KubeApi(
+        ApiClient(Configuration(host=f"http://127.0.0.1:{test_server.port}")),
+        qps=math.inf,
+        burst=1,
+        metrics=metrics,
+        settings=FAST,
+    )
+    try:
+        yield server, api, metrics
+    finally:
+        await api.close()
+        await test_server.close()
+
+
+Fake = tuple[FakeApiServer, KubeApi, Metrics]
+
+
+class TestRetries:
+    async def test_get_retries_5xx_then_succeeds(self, fake: Fake) -> None:
+        server, api, metrics = fake
+        server.script = [status(503), status(500), ok({"metadata": {"name": "a"}})]
+        obj = await api.get(CONFIGMAPS, "a", namespace="ns")
+        assert obj["metadata"]["name"] == "a"
+        assert len(server.seen) == 3
+        sample = metrics.registry.get_sample_value(
+            "rest_client_requests_total",
+            {"verb": "GET", "resource": "configmaps", "code": "503"},
+        )
+        assert sample == 1.0
+
+    async def test_attempts_are_bounded(self, fake: Fake) -> None:
+        server, api, _ = fake
+        server.script = [status(503)]
+        with pytest.raises(ApiError) as info:
+            await api.get(CONFIGMAPS, "a", namespace="ns")
+        assert info.value.status == 503
+        assert len(server.seen) == FAST.max_attempts
+
+    async def test_post_is_not_retried_on_5xx(self, fake: Fake) -> None:
+        server, api, _ = fake
+        server.script = [status(504), ok({})]
+        with pytest.raises(ApiError) as info:
+            await api.create(CONFIGMAPS, {"metadata": {"name": "a"}}, namespace="ns")
+        assert info.value.status == 504
+        assert len(server.seen) == 1
+
+    async def test_post_is_retried_on_429(self, fake: Fake) -> None:
+        server, api, _ = fake
+        server.script = [status(429, "TooManyRequests", retry_after="0"), ok({"kind": "x"})]
+        assert await api.create(CONFIGMAPS, {"metadata": {"name": "a"}}, namespace="ns") == {
+            "kind": "x"
+        }
+        assert len(server.seen) == 2
+
+    async def test_conflict_is_never_retried(self, fake: Fake) -> None:
+        server, api, _ = fake
+        server.script = [status(409, "Conflict"), ok({})]
+        with pytest.raises(ApiError) as info:
+            await api.replace(CONFIGMAPS, {"metadata": {"name": "a"}}, namespace="ns")
+        assert info.value.is_conflict
+        assert len(server.seen) == 1
+
+    async def test_retry_after_beyond_cap_is_raised_at_once(self, fake: Fake) -> None:
+        server, api, _ = fake
+        server.script = [status(429, retry_after="3600"), ok({})]
+        with pytest.raises(ApiError) as info:
+            await api.get(CONFIGMAPS, "a", namespace="ns")
+        assert info.value.retry_after == 3600.0
+        assert len(server.seen) == 1
+
+    async def test_read_timeout_applies_and_is_retried_for_get(self, fake: Fake) -> None:
+        server, api, _ = fake
+
+        async def slow(request: web.Request) -> web.StreamResponse:
+            await asyncio.sleep(2)
+            return web.json_response({})
+
+        server.script = [slow]
+        impatient = KubeApi(
+            api._client,
+            qps=math.inf,
+            burst=1,
+            settings=ApiSettings(read_timeout=0.1, max_attempts=2, backoff_base=0.001),
+        )
+        with pytest.raises(TimeoutError):
+            await impatient.get(CONFIGMAPS, "a", namespace="ns")
+        assert len(server.seen) == 2
+
+    async def test_connection_refused_surfaces_after_retries(self) -> None:
+        api = KubeApi(
+            ApiClient(Configuration(host="http://127.0.0.1:9")),  # discard port: nothing listens
+            qps=math.inf,
+            burst=1,
+            settings=FAST,
+        )
+        try:
+            with pytest.raises(aiohttp.ClientConnectorError):
+                await api.create(NAMESPACES, {"metadata": {"name": "x"}})
+        finally:
+            await api.close()
+
+
+class TestWireFormat:
+    async def test_merge_patch_content_type(self, fake: Fake) -> None:
+        server, api, _ = fake
+        server.script = [ok({})]
+        await api.merge_patch(CONFIGMAPS, "a", {"data": {"k": "v"}}, namespace="ns")
+        seen = server.seen[0]
+        assert seen.method == "PATCH"
+        assert seen.path == "/api/v1/namespaces/ns/configmaps/a"
+        assert seen.headers["Content-Type"] == "application/merge-patch+json"
+        assert seen.body == {"data": {"k": "v"}}
+
+    async def test_delete_sends_uid_precondition_and_propagation(self, fake: Fake) -> None:
+        server, api, _ = fake
+        server.script = [ok({})]
+        await api.delete(CONFIGMAPS, "a", namespace="ns", uid="u-1")
+        assert server.seen[0].body == {
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "propagationPolicy": "Background",
+            "preconditions": {"uid": "u-1"},
+        }
+
+    async def test_delete_does_not_swallow_not_found(self, fake: Fake) -> None:
+        server, api, _ = fake
+        server.script = [status(404, "NotFound")]
+        with pytest.raises(ApiError) as info:
+            await api.delete(CONFIGMAPS, "a", namespace="ns")
+        assert info.value.is_not_found
+
+    async def test_list_follows_continue_and_fills_kind(self, fake: Fake) -> None:
+        server, api, _ = fake
+        server.script = [
+            ok({"metadata": {"continue": "t1", "resourceVersion": "5"}, "items": [{"a": 1}]}),
+            ok({"metadata": {"resourceVersion": "5"}, "items": [{"a": 2}]}),
+        ]
+        items, rv = await api.list(
+            CONFIGMAPS, namespace="ns", label_selector="x=y", resource_version="0", limit=1
+        )
+        assert rv == "5"
+        assert [i["a"] for i in items] == [1, 2]
+        assert all(i["kind"] == "ConfigMap" and i["apiVersion"] == "v1" for i in items)
+        first, second = (s.query for s in server.seen)
+        assert first == {"labelSelector": "x=y", "limit": "1", "resourceVersion": "0"}
+        # The apiserver refuses resourceVersion together with continue.
+        assert second == {"labelSelector": "x=y", "limit": "1", "continue": "t1"}
+
+
+class TestWatch:
+    async def test_yields_events_and_asks_for_bookmarks(self, fake: Fake) -> None:
+        server, api, _ = fake
+        events = [
+            {"type": "ADDED", "object": {"metadata": {"name": "a", "resourceVersion": "7"}}},
+            {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9"}}},
+        ]
+        server.script = [stream(events)]
+        got = [
+            e
+            async for e in api.watch(
+                CONFIGMAPS,
+                namespace="ns",
+                resource_version="5",
+                timeout_seconds=300,
+                inactivity_timeout=5,
+            )
+        ]
+        assert got == events
+        assert server.seen[0].query == {
+            "watch": "true",
+            "allowWatchBookmarks": "true",
+            "resourceVersion": "5",
+            "timeoutSeconds": "300",
+        }
+
+    async def test_error_event_410_raises_gone(self, fake: Fake) -> None:
+        server, api, _ = fake
+        gone = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
+        server.script = [stream([{"type": "ERROR", "object": gone}])]
+        with pytest.raises(ApiError) as info:
+            async for _ in api.watch(
+                CONFIGMAPS, resource_version="1", timeout_seconds=300, inactivity_timeout=5
+            ):
+                pass
+        assert info.value.is_gone
+
+    async def test_silent_stream_raises_inactive(self, fake: Fake) -> None:
+        server, api, _ = fake
+        first = {"type": "ADDED", "object": {"metadata": {"name": "a"}}}
+        server.script = [stream([first], stall=True)]
+        got: list[dict[str, Any]] = []
+        with pytest.raises(WatchInactive):
+            async for event in api.watch(
+                CONFIGMAPS, resource_version="1", timeout_seconds=300, inactivity_timeout=0.2
+            ):
+                got.append(event)
+        assert got == [first]
+
+    async def test_error_response_raises(self, fake: Fake) -> None:
+        server, api, _ = fake
+        server.script = [status(403, "Forbidden")]
+        with pytest.raises(ApiError) as info:
+            async for _ in api.watch(
+                CONFIGMAPS, resource_version="1", timeout_seconds=300, inactivity_timeout=5
+            ):
+                pass
+        assert info.value.status == 403

@@ -1,0 +1,93 @@
+"""configure_logging: one renderer for structlog and stdlib loggers, contextvars, exceptions."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import structlog
+from jobcontroller.runtime.logging import configure_logging
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    structlog.reset_defaults()
+    structlog.contextvars.clear_contextvars()
+
+
+def lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_json_lines_carry_level_logger_utc_timestamp_and_bound_context() -> None:
+    out = io.StringIO()
+    configure_logging(fmt="json", level="info", stream=out)
+    with structlog.contextvars.bound_contextvars(controller="tfjob-controller", key="ns/a"):
+        structlog.get_logger("jobcontroller.test").info("reconciled", pods=3)
+    [entry] = lines(out)
+    assert entry["event"] == "reconciled"
+    assert entry["pods"] == 3
+    assert entry["level"] == "info"
+    assert entry["logger"] == "jobcontroller.test"
+    assert entry["controller"] == "tfjob-controller" and entry["key"] == "ns/a"
+    assert entry["timestamp"].endswith("Z") and "T" in entry["timestamp"]
+
+
+def test_stdlib_library_logs_use_the_same_renderer() -> None:
+    out = io.StringIO()
+    configure_logging(fmt="json", level="info", stream=out)
+    with structlog.contextvars.bound_contextvars(reconcile_id="r1"):
+        logging.getLogger("kubernetes_asyncio.config").warning("token %s expired", "abc")
+    [entry] = lines(out)
+    assert entry["event"] == "token abc expired"
+    assert entry["level"] == "warning"
+    assert entry["logger"] == "kubernetes_asyncio.config"
+    assert entry["reconcile_id"] == "r1"
+
+
+def test_level_filters_both_kinds_of_logger() -> None:
+    out = io.StringIO()
+    configure_logging(fmt="json", level="warning", stream=out)
+    structlog.get_logger("a").info("hidden")
+    logging.getLogger("b").info("hidden too")
+    structlog.get_logger("a").error("shown")
+    assert [e["event"] for e in lines(out)] == ["shown"]
+
+
+def test_exceptions_are_rendered_into_the_json_line() -> None:
+    out = io.StringIO()
+    configure_logging(fmt="json", level="info", stream=out)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        structlog.get_logger("x").exception("failed")
+    [entry] = lines(out)
+    assert "Traceback" in entry["exception"] and "ValueError: boom" in entry["exception"]
+
+
+def test_console_format_is_human_readable_and_reconfigurable() -> None:
+    first, second = io.StringIO(), io.StringIO()
+    configure_logging(fmt="json", level="info", stream=first)
+    configure_logging(fmt="console", level="debug", stream=second)
+    structlog.get_logger("x").debug("hello", job="ns/a")
+    assert first.getvalue() == ""  # the earlier handler was replaced, not stacked
+    text = second.getvalue()
+    assert "hello" in text and "job=ns/a" in text and "debug" in text
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(text)
+
+
+def test_unknown_level_or_format_is_rejected() -> None:
+    with pytest.raises(ValueError):
+        configure_logging(fmt="json", level="loud")
+    with pytest.raises(ValueError):
+        configure_logging(fmt="xml", level="info")  # type: ignore[arg-type]
