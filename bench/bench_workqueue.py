@@ -23,9 +23,10 @@ import time
 from dataclasses import dataclass
 
 import structlog
+from prometheus_client import CollectorRegistry
+
 from jobcontroller.runtime.metrics import Metrics
 from jobcontroller.runtime.workqueue import QueueShutDown, WorkQueue
-from prometheus_client import CollectorRegistry
 
 
 @dataclass

@@ -49,7 +49,9 @@ def _wait_gone(pids: list[int], timeout: float = 20) -> list[int]:
 def test_cluster_up_get_nodes_down(tmp_path: Path) -> None:
     directory = tmp_path / "cluster"
     cmd = [sys.executable, "-m", "jobcontroller.testing"]
-    up = subprocess.run([*cmd, "up", "--dir", str(directory)], capture_output=True, text=True, timeout=300)
+    up = subprocess.run(
+        [*cmd, "up", "--dir", str(directory)], capture_output=True, text=True, timeout=300
+    )
     assert up.returncode == 0, up.stdout + up.stderr
     pids = [int(line.split("pid")[1]) for line in up.stdout.splitlines() if " pid " in line]
     supervisor = int((directory / "supervisor.pid").read_text())
@@ -57,15 +59,26 @@ def test_cluster_up_get_nodes_down(tmp_path: Path) -> None:
     try:
         kubectl = find_binaries()["kubectl"]
         nodes = subprocess.run(
-            [kubectl, "--kubeconfig", str(directory / "kubeconfig"), "get", "nodes", "--no-headers"],
-            capture_output=True, text=True, timeout=60,
+            [
+                kubectl,
+                "--kubeconfig",
+                str(directory / "kubeconfig"),
+                "get",
+                "nodes",
+                "--no-headers",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert nodes.returncode == 0, nodes.stderr
         rows = [line.split() for line in nodes.stdout.splitlines()]
         assert [r[0] for r in rows] == [f"kwok-node-{i}" for i in range(4)]
         assert {r[1] for r in rows} == {"Ready"}
     finally:
-        down = subprocess.run([*cmd, "down", "--dir", str(directory)], capture_output=True, text=True, timeout=120)
+        down = subprocess.run(
+            [*cmd, "down", "--dir", str(directory)], capture_output=True, text=True, timeout=120
+        )
     assert down.returncode == 0, down.stderr
     assert _wait_gone([*pids, supervisor]) == []
     assert not directory.exists()

@@ -23,6 +23,7 @@ from typing import Any
 
 import aiohttp
 import structlog
+
 from jobcontroller.runtime.flags import Settings
 from jobcontroller.runtime.informer import Informer
 from jobcontroller.runtime.kube import CONFIGMAPS
@@ -139,9 +140,9 @@ class OperatorProcess:
         self._new_line.set()
 
     async def wait_log(
-        self, match: Callable[[dict[str, Any]], bool], *, timeout: float = 30
+        self, match: Callable[[dict[str, Any]], bool], *, within: float = 30
     ) -> dict[str, Any]:
-        async with asyncio.timeout(timeout):
+        async with asyncio.timeout(within):
             seen = 0
             while True:
                 for entry in self.logs[seen:]:
@@ -160,9 +161,9 @@ class OperatorProcess:
         assert self._proc is not None
         self._proc.send_signal(signum)
 
-    async def wait(self, *, timeout: float = 30) -> int:
+    async def wait(self, *, within: float = 30) -> int:
         assert self._proc is not None
-        code = await asyncio.wait_for(self._proc.wait(), timeout)
+        code = await asyncio.wait_for(self._proc.wait(), within)
         if self._reader is not None:
             await self._reader
         return code

@@ -104,17 +104,32 @@ async def test_custom_object_create_patch_status_and_watch(
     watcher = asyncio.create_task(collect())
     # A dict body needs the merge-patch content type, or the client sends a JSON patch.
     patched = await co.patch_namespaced_custom_object(
-        GROUP, "v1", namespace, plural, "w1", {"spec": {"size": 3}},
+        GROUP,
+        "v1",
+        namespace,
+        plural,
+        "w1",
+        {"spec": {"size": 3}},
         _content_type="application/merge-patch+json",
     )
     assert patched["spec"]["size"] == 3
     # The status subresource: the main endpoint ignores status, the /status endpoint sets it.
     await co.patch_namespaced_custom_object(
-        GROUP, "v1", namespace, plural, "w1", {"status": {"phase": "Ignored"}},
+        GROUP,
+        "v1",
+        namespace,
+        plural,
+        "w1",
+        {"status": {"phase": "Ignored"}},
         _content_type="application/merge-patch+json",
     )
     await co.patch_namespaced_custom_object_status(
-        GROUP, "v1", namespace, plural, "w1", {"status": {"phase": "Done"}},
+        GROUP,
+        "v1",
+        namespace,
+        plural,
+        "w1",
+        {"status": {"phase": "Done"}},
         _content_type="application/merge-patch+json",
     )
     await asyncio.wait_for(watcher, 30)
@@ -142,14 +157,20 @@ async def test_simulated_pod_runs_then_fails_with_exit_code(kube: KubeApi, names
         PODS, _pod("oom", exit_code=137, run_for="2s", reason="OOMKilled"), namespace=namespace
     )
     running = await wait_for(
-        kube, PODS, "oom", namespace=namespace,
+        kube,
+        PODS,
+        "oom",
+        namespace=namespace,
         until=lambda p: p is not None and p.get("status", {}).get("phase") in ("Running", "Failed"),
     )
     assert running is not None
     assert running["status"]["phase"] == "Running", "the pod should run for 2s before failing"
     assert running["spec"]["nodeName"].startswith("kwok-node-")
     failed = await wait_for(
-        kube, PODS, "oom", namespace=namespace,
+        kube,
+        PODS,
+        "oom",
+        namespace=namespace,
         until=lambda p: p is not None and p["status"].get("phase") == "Failed",
     )
     assert failed is not None
@@ -164,7 +185,10 @@ async def test_simulated_pod_succeeds_and_unannotated_pod_keeps_running(
     await kube.create(PODS, _pod("ok", exit_code=0, run_for="100ms"), namespace=namespace)
     await kube.create(PODS, _pod("forever", exit_code=None), namespace=namespace)
     ok = await wait_for(
-        kube, PODS, "ok", namespace=namespace,
+        kube,
+        PODS,
+        "ok",
+        namespace=namespace,
         until=lambda p: p is not None and p["status"].get("phase") == "Succeeded",
     )
     assert ok is not None
@@ -184,9 +208,17 @@ async def test_batch_job_completes(kube: KubeApi, namespace: str) -> None:
     }
     await kube.create(JOBS, job, namespace=namespace)
     done = await wait_for(
-        kube, JOBS, "hello", namespace=namespace,
-        until=lambda j: j is not None
-        and any(c["type"] == "Complete" and c["status"] == "True" for c in j.get("status", {}).get("conditions", [])),
+        kube,
+        JOBS,
+        "hello",
+        namespace=namespace,
+        until=lambda j: (
+            j is not None
+            and any(
+                c["type"] == "Complete" and c["status"] == "True"
+                for c in j.get("status", {}).get("conditions", [])
+            )
+        ),
     )
     assert done is not None
     assert done["status"]["succeeded"] == 1

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from dummy_operator import SELECTOR, STAMP, OperatorProcess
+
 from jobcontroller.runtime.kube import CONFIGMAPS, EVENTS, KubeApi
 from jobcontroller.testing.waiting import wait_for
 
@@ -101,7 +102,7 @@ async def test_sigterm_lets_the_in_flight_reconcile_finish_then_exits_zero(
 
 
 async def test_a_fatal_startup_error_exits_non_zero_with_a_clear_log(
-    namespace: str, processes: list[OperatorProcess], tmp_path: object
+    namespace: str, processes: list[OperatorProcess]
 ) -> None:
     op = OperatorProcess(*common_args("/nonexistent/kubeconfig", namespace))
     processes.append(op)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+
 from jobcontroller.runtime.events import (
     COMBINED_PREFIX,
     CorrelatorSettings,

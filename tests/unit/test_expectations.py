@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import vtime
+
 from jobcontroller.runtime.expectations import Expectations
 
 PODS = "default/mnist/worker/pods"

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 import pytest
+
 from jobcontroller.runtime import flags
 from jobcontroller.runtime.flags import Settings, parse_settings
 

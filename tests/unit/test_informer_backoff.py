@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import vtime
+
 from jobcontroller.runtime.informer import Backoff
 
 

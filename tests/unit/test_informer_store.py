@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from jobcontroller.runtime.store import OWNER_UID_INDEX, Store, object_key
 
 JOB_LABEL = "training.kubeflow.org/job-name"
@@ -78,7 +79,9 @@ class TestIndexes:
 
     def test_custom_multi_value_index(self) -> None:
         store = Store()
-        store.add_index("ns-and-name", lambda o: [o["metadata"]["namespace"], o["metadata"]["name"]])
+        store.add_index(
+            "ns-and-name", lambda o: [o["metadata"]["namespace"], o["metadata"]["name"]]
+        )
         store.upsert(pod("a", ns="x"))
         store.upsert(pod("b", ns="x"))
         assert names(store.by_index("ns-and-name", "x")) == ["a", "b"]
@@ -99,7 +102,10 @@ class TestReplace:
             store.upsert(obj)
         diff = store.replace([pod("same", rv="1"), pod("changed", rv="5"), pod("new", rv="6")])
         assert names(diff.added) == ["new"]
-        assert [(o["metadata"]["resourceVersion"], n["metadata"]["resourceVersion"]) for o, n in diff.updated] == [("1", "5")]
+        assert [
+            (o["metadata"]["resourceVersion"], n["metadata"]["resourceVersion"])
+            for o, n in diff.updated
+        ] == [("1", "5")]
         assert names(diff.deleted) == ["gone"]
         assert sorted(store.keys()) == ["ns/changed", "ns/new", "ns/same"]
         assert store.by_owner_uid("u") == []

@@ -19,6 +19,8 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from kubernetes_asyncio.client import ApiClient, Configuration
+
 from jobcontroller.runtime.kube import (
     CONFIGMAPS,
     NAMESPACES,
@@ -28,7 +30,6 @@ from jobcontroller.runtime.kube import (
     WatchInactive,
 )
 from jobcontroller.runtime.metrics import Metrics
-from kubernetes_asyncio.client import ApiClient, Configuration
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -6,6 +6,7 @@ import json
 
 import aiohttp
 import pytest
+
 from jobcontroller.runtime.kube import (
     CONFIGMAPS,
     CRDS,
@@ -42,7 +43,9 @@ class TestResource:
         )
 
     def test_names_are_escaped(self) -> None:
-        assert CONFIGMAPS.path(namespace="ns", name="a/b") == "/api/v1/namespaces/ns/configmaps/a%2Fb"
+        assert (
+            CONFIGMAPS.path(namespace="ns", name="a/b") == "/api/v1/namespaces/ns/configmaps/a%2Fb"
+        )
 
     def test_namespace_on_cluster_scoped_is_refused(self) -> None:
         with pytest.raises(ValueError, match="cluster-scoped"):

@@ -8,10 +8,11 @@ from collections.abc import Callable
 from typing import Any, cast
 
 import pytest
+from prometheus_client import CollectorRegistry
+
 from jobcontroller.runtime.kube import LEASES, ApiError, KubeApi, Resource
 from jobcontroller.runtime.leader import LeaderElectionConfig, LeaderElector, LeadershipLost
 from jobcontroller.runtime.metrics import Metrics
-from prometheus_client import CollectorRegistry
 
 
 class FakeClock:

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import structlog
+
 from jobcontroller.runtime.logging import configure_logging
 
 

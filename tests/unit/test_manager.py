@@ -8,13 +8,14 @@ from typing import Any, cast
 
 import pytest
 import structlog
+from prometheus_client import CollectorRegistry
+
 from jobcontroller.runtime.events import EventRecorder
 from jobcontroller.runtime.kube import ApiError, KubeApi
 from jobcontroller.runtime.leader import LeaderElector, LeadershipLost
 from jobcontroller.runtime.manager import Controller, Manager
 from jobcontroller.runtime.metrics import Metrics
 from jobcontroller.runtime.workqueue import WorkQueue
-from prometheus_client import CollectorRegistry
 
 Reconcile = Callable[[str], Awaitable[float | None]]
 

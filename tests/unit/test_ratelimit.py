@@ -7,6 +7,7 @@ import math
 
 import pytest
 import vtime
+
 from jobcontroller.runtime.ratelimit import (
     BucketRateLimiter,
     ItemExponentialFailureRateLimiter,

@@ -10,10 +10,11 @@ import random
 
 import pytest
 import vtime
+from prometheus_client import CollectorRegistry
+
 from jobcontroller.runtime.metrics import Metrics
 from jobcontroller.runtime.ratelimit import ItemExponentialFailureRateLimiter
 from jobcontroller.runtime.workqueue import QueueShutDown, WorkQueue
-from prometheus_client import CollectorRegistry
 
 
 def backoff_queue(*, base: float = 1.0, max_delay: float = 1000.0) -> WorkQueue[str]:

@@ -98,13 +98,21 @@ class JobController:
         clock: Callable[[], dt.datetime] = _utcnow,
         expectations: Expectations | None = None,
     ) -> None:
-        self.config = config or PlanConfig(cluster_domain=os.environ.get("CUSTOM_CLUSTER_DOMAIN", ""))
+        self.name = self.controller_name
+        """The Controller protocol's name: the work queue's name and the metrics label."""
+        self.config = config or PlanConfig(
+            cluster_domain=os.environ.get("CUSTOM_CLUSTER_DOMAIN", "")
+        )
         self._clock = clock
         self.expectations = expectations or Expectations()
         self.job_resource = Resource(
             self.model.GROUP, self.model.VERSION, self.model.KIND, self.model.PLURAL
         )
-        self._resources: dict[str, Resource] = {POD: PODS, SERVICE: SERVICES, **self.owned_resources}
+        self._resources: dict[str, Resource] = {
+            POD: PODS,
+            SERVICE: SERVICES,
+            **self.owned_resources,
+        }
         pg = pod_group_resource(self.config.gang_scheduler_name)
         if pg is not None and self.config.pod_group_available:
             self._resources[POD_GROUP] = pg
@@ -116,10 +124,6 @@ class JobController:
         self._write_slots = asyncio.Semaphore(_WRITE_CONCURRENCY)
 
     # ----------------------------------------------------------------- Framework defaults
-
-    @property
-    def name(self) -> str:
-        return self.controller_name
 
     def set_defaults(self, job: JobModel[Any]) -> JobModel[Any]:
         return job
@@ -184,12 +188,20 @@ class JobController:
                 label_selector=LABEL_JOB_NAME,
                 transform=compact_pod if kind == POD else None,
             )
-            informer.add_handlers(
-                on_add=lambda o, k=kind: self._owned_changed(k, o, created=True),
-                on_update=lambda old, new, k=kind: self._owned_changed(k, new),
-                on_delete=lambda o, k=kind: self._owned_changed(k, o, deleted=True),
-            )
+            self._watch_owned(kind, informer)
             self._informers[kind] = informer
+
+    def _watch_owned(self, kind: str, informer: Informer) -> None:
+        def on_add(obj: Obj) -> None:
+            self._owned_changed(kind, obj, created=True)
+
+        def on_update(old: Obj, new: Obj) -> None:
+            self._owned_changed(kind, new)
+
+        def on_delete(obj: Obj) -> None:
+            self._owned_changed(kind, obj, deleted=True)
+
+        informer.add_handlers(on_add=on_add, on_update=on_update, on_delete=on_delete)
 
     def _enqueue_job(self, obj: Obj) -> None:
         assert self._queue is not None
@@ -208,9 +220,13 @@ class JobController:
         meta = obj.get("metadata", {})
         ns = meta.get("namespace", "")
         for ref in meta.get("ownerReferences") or ():
-            if ref.get("controller") and ref.get("kind") == self.model.KIND:
-                if str(ref.get("apiVersion", "")).split("/")[0] == self.model.GROUP:
-                    return f"{ns}/{ref.get('name')}"
+            group = str(ref.get("apiVersion", "")).split("/")[0]
+            if (
+                ref.get("controller")
+                and ref.get("kind") == self.model.KIND
+                and group == self.model.GROUP
+            ):
+                return f"{ns}/{ref.get('name')}"
         job_name = (meta.get("labels") or {}).get(LABEL_JOB_NAME)
         return f"{ns}/{job_name}" if job_name else None
 
@@ -289,7 +305,11 @@ class JobController:
             elif isinstance(action, DeleteObject):
                 await self._delete(key, job, action)
             elif isinstance(action, PatchObject):
-                resource = self._resources[action.kind]
+                resource = (
+                    self.job_resource
+                    if action.kind == self.model.KIND
+                    else self._resources[action.kind]
+                )
                 await self._api.merge_patch(
                     resource, action.name, action.patch, namespace=action.namespace
                 )
@@ -304,7 +324,11 @@ class JobController:
             await self._api.create(self._resources[action.kind], action.body, namespace=ns)
         except ApiError as exc:
             self.expectations.lower_creations(exp, 1)
-            self._warn(job, f"FailedCreate{action.kind}", f"Error creating {action.kind.lower()} {action.name}: {exc.message}")
+            self._warn(
+                job,
+                f"FailedCreate{action.kind}",
+                f"Error creating {action.kind.lower()} {action.name}: {exc.message}",
+            )
             if not exc.is_already_exists:
                 raise
             # A same-named object appeared between our cache read and the create. If it is
@@ -314,7 +338,12 @@ class JobController:
             self.expectations.lower_creations(exp, 1)
             raise
         self._record(
-            job, Event("Normal", f"SuccessfulCreate{action.kind}", f"Created {action.kind.lower()}: {action.name}")
+            job,
+            Event(
+                "Normal",
+                f"SuccessfulCreate{action.kind}",
+                f"Created {action.kind.lower()}: {action.name}",
+            ),
         )
 
     async def _delete(self, key: str, job: Obj, action: DeleteObject) -> None:
@@ -323,19 +352,31 @@ class JobController:
         self.expectations.expect_deletions(exp, 1)
         try:
             await self._api.delete(
-                self._resources[action.kind], action.name, namespace=action.namespace, uid=action.uid
+                self._resources[action.kind],
+                action.name,
+                namespace=action.namespace,
+                uid=action.uid,
             )
         except ApiError as exc:
             self.expectations.lower_deletions(exp, 1)
             if exc.is_not_found or exc.is_conflict:
                 return  # already gone, or replaced by a successor we must not touch
-            self._warn(job, f"FailedDelete{action.kind}", f"Error deleting {action.kind.lower()} {action.name}: {exc.message}")
+            self._warn(
+                job,
+                f"FailedDelete{action.kind}",
+                f"Error deleting {action.kind.lower()} {action.name}: {exc.message}",
+            )
             raise
         except Exception:
             self.expectations.lower_deletions(exp, 1)
             raise
         self._record(
-            job, Event("Normal", f"SuccessfulDelete{action.kind}", f"Deleted {action.kind.lower()}: {action.name}")
+            job,
+            Event(
+                "Normal",
+                f"SuccessfulDelete{action.kind}",
+                f"Deleted {action.kind.lower()}: {action.name}",
+            ),
         )
 
     async def _delete_job(self, job: Obj) -> None:
@@ -389,7 +430,10 @@ class JobController:
     def _count(self, job: Obj, metrics: tuple[JobMetric, ...]) -> None:
         if self._metrics is None or not metrics:
             return
-        labels = {"job_namespace": job["metadata"].get("namespace", ""), "framework": self.framework_name}
+        labels = {
+            "job_namespace": job["metadata"].get("namespace", ""),
+            "framework": self.framework_name,
+        }
         counters = {
             JobMetric.CREATED: self._metrics.jobs_created,
             JobMetric.SUCCESSFUL: self._metrics.jobs_successful,

@@ -9,6 +9,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar
 
+from pydantic import ConfigDict, Field
+
 from jobcontroller.api import (
     CleanPodPolicy,
     JobModel,
@@ -31,7 +33,6 @@ from jobcontroller.api.validation import (
     managed_by_update_errors,
     replica_pod_name,
 )
-from pydantic import ConfigDict, Field
 
 __all__ = [
     "DEFAULT_SSH_AUTH_MOUNT_PATH",

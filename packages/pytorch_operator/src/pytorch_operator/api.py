@@ -10,6 +10,8 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar
 
+from pydantic import ConfigDict, Field
+
 from jobcontroller.api import (
     CleanPodPolicy,
     JobModel,
@@ -35,7 +37,6 @@ from jobcontroller.api.validation import (
     managed_by_update_errors,
     pod_name_length_errors,
 )
-from pydantic import ConfigDict, Field
 
 __all__ = [
     "MANAGED_BY_VALUES",

@@ -6,7 +6,6 @@ import sys
 from collections.abc import Sequence
 
 from jobcontroller import run_job_operator
-
 from tf_operator.controller import TFJobController
 
 

@@ -63,7 +63,8 @@ class DeleteObject:
 
 @dataclass(frozen=True, slots=True)
 class PatchObject:
-    """Merge-patch an object the job owns (PodGroup spec, HPA bounds, ConfigMap data...)."""
+    """Merge-patch an object the job owns (PodGroup spec, HPA bounds, ConfigMap data...) or
+    the job itself (``kind`` is the job's Kind: the restart ledger annotations)."""
 
     kind: str
     namespace: str
@@ -213,6 +214,8 @@ class Framework(Protocol):
     ) -> tuple[list[Action], list[Event]]:
         """Actions on framework-specific owned objects (ConfigMap, Secret, launcher Job, HPA).
 
-        Called on every live reconcile (not while suspended or finished).
+        Called on every reconcile of a valid job: live, suspended (``status`` has
+        Suspended=True: remove an HPA, suspend a launcher Job) or finished (Succeeded or
+        Failed: clean up what cleanPodPolicy says).
         """
         ...

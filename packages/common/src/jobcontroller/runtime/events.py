@@ -282,6 +282,8 @@ class EventRecorder:
         #: Event name -> the latest write for it, in first-arrival order.
         self._pending: OrderedDict[tuple[str, str], _Pending] = OrderedDict()
         self._wakeup = asyncio.Event()
+        #: Set while the sender has nothing left to send.
+        self._idle = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._created = self._patched = self._filtered = self._dropped = self._failed = 0
@@ -334,6 +336,7 @@ class EventRecorder:
         body = self._body(ref, observed, type=type, reason=reason, last=_timestamp(wall))
         # A newer count replaces an unsent older write; a still-unsent CREATE stays a CREATE.
         self._pending[key] = _Pending(body=body, new=observed.new or bool(pending and pending.new))
+        self._idle.clear()
         self._wakeup.set()
         self._ensure_started()
 
@@ -376,6 +379,12 @@ class EventRecorder:
                 return  # no loop yet: the events wait in the buffer for start()
             self._task = loop.create_task(self._send_loop(), name="event-recorder")
 
+    async def flush(self) -> None:
+        """Wait until everything recorded so far has been sent (or has failed)."""
+        self._ensure_started()
+        if self._pending or not self._idle.is_set():
+            await self._idle.wait()
+
     async def close(self, *, grace: float = 5.0) -> None:
         """Send what is pending (for at most ``grace`` seconds), then stop the sender."""
         self._closing = True
@@ -397,6 +406,7 @@ class EventRecorder:
     async def _send_loop(self) -> None:
         while True:
             if not self._pending:
+                self._idle.set()
                 if self._closing:
                     return
                 self._wakeup.clear()

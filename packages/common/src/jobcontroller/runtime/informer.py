@@ -14,7 +14,9 @@ from the last seen resourceVersion (bookmarks included) whenever the stream ends
   resourceVersion changed (client-go would also emit no-op updates; reconciles are level-based,
   so unchanged objects need no event).
 * **Dead streams.** A read timeout a margin above the server timeout, plus an inactivity timeout
-  (default 2 minutes, twice the server's bookmark interval) between two lines.
+  (default 2 minutes, twice the server's bookmark interval) between two lines, after which the
+  watch is re-opened at once (the server sends no bookmarks for a resource type that has had no
+  event since it started, so silence alone is not an error).
 * **Errors** back off with jitter from 0.8 s to 30 s, reset after 2 minutes without a failure.
 
 Handlers run in the informer's task, after the store is updated, one event at a time; they
@@ -320,7 +322,11 @@ class Informer:
             await self._failed(reason, exc)
             return
         except WatchInactive as exc:
-            await self._failed("inactive", exc)
+            # Not a failure by itself: the server sends bookmarks only for resource types that
+            # had an event since it started, so an idle type's stream is silent. Re-watch at
+            # once; if the connection is really dead, the reconnect fails and backs off.
+            self._restart("inactive")
+            log.info("informer.restart", resource=self.name, reason="inactive", error=str(exc))
             return
         except Exception as exc:
             await self._failed("error", exc)

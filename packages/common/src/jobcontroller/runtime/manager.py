@@ -105,6 +105,7 @@ class Manager:
         self._shutting_down = False
         self._stop_requested = False
         self._force = False
+        self._failed = False
         self._stop: asyncio.Future[None] | None = None
         self._fatal: asyncio.Future[BaseException] | None = None
 
@@ -183,7 +184,7 @@ class Manager:
     @property
     def healthy(self) -> bool:
         """False once a fatal error happened (the process is about to exit)."""
-        return self._fatal is None or not self._fatal.done()
+        return not self._failed
 
     def readiness(self) -> dict[str, Any]:
         """The body of /readyz: synced caches make a replica ready, leader or not."""
@@ -238,6 +239,7 @@ class Manager:
             self._raise_if_fatal()
         except BaseException as exc:
             failure = exc
+            self._failed = not isinstance(exc, asyncio.CancelledError)
             raise
         finally:
             await self._shutdown(lost=isinstance(failure, LeadershipLost))
@@ -290,6 +292,8 @@ class Manager:
             if self._shutting_down:
                 return
             exc = RuntimeError(f"{task.get_name()} stopped unexpectedly")
+        if not isinstance(exc, LeadershipLost):  # the elector logged that one already
+            log.error("runtime task failed", task=task.get_name(), error=repr(exc), exc_info=exc)
         self._fatal.set_result(exc)
 
     # -- workers -----------------------------------------------------------------------------

@@ -262,7 +262,9 @@ class ControlPlane:
         return path
 
     def _kubeconfig_text(self, cert: bytes, key: bytes, *, user: str) -> str:
-        b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+        def b64(data: bytes) -> str:
+            return base64.b64encode(data).decode()
+
         config = {
             "apiVersion": "v1",
             "kind": "Config",
@@ -291,7 +293,9 @@ class ControlPlane:
     def _start_etcd(self) -> None:
         shm = Path("/dev/shm")
         base = shm if shm.is_dir() and os.access(shm, os.W_OK) else self._dir
-        self._etcd_dir = Path(tempfile.mkdtemp(prefix=f"jobcontroller-etcd-{os.getpid()}-", dir=base))
+        self._etcd_dir = Path(
+            tempfile.mkdtemp(prefix=f"jobcontroller-etcd-{os.getpid()}-", dir=base)
+        )
         self.etcd_port, peer = free_port(), free_port()
         assert self.binaries is not None
         argv = [

@@ -1,0 +1,113 @@
+"""The mutable scratchpad of one planning pass: what has been decided so far."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from jobcontroller.api.common import JobModel, JobStatus
+from jobcontroller.core.names import (
+    REPLICA_TYPE_LABEL,
+    expectation_key,
+    is_controlled_by,
+)
+from jobcontroller.core.replicas import is_terminating
+from jobcontroller.core.types import (
+    POD,
+    SERVICE,
+    Action,
+    DeleteObject,
+    Event,
+    Framework,
+    JobMetric,
+    Obj,
+    Observed,
+    Plan,
+    PlanConfig,
+)
+
+__all__ = ["PlanContext", "aware"]
+
+_PLURALS = {POD: "pods", SERVICE: "services"}
+
+
+def aware(value: datetime) -> datetime:
+    """``value`` as an aware UTC datetime (naive values are taken to be UTC)."""
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+@dataclass(slots=True)
+class PlanContext:
+    fw: Framework
+    job: JobModel[Any]
+    observed: Observed
+    now: datetime
+    """Exact and aware; status fields truncate it to seconds themselves."""
+    config: PlanConfig
+    status: JobStatus
+    actions: list[Action] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    metrics: list[JobMetric] = field(default_factory=list)
+    timers: list[float] = field(default_factory=list)
+    conflicts: list[tuple[str, str]] = field(default_factory=list)
+    """(kind, name) of objects whose name we need but which belong to someone else."""
+    _deleted: set[tuple[str, str]] = field(default_factory=set)
+
+    @property
+    def kind(self) -> str:
+        return self.fw.model.KIND
+
+    def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
+        self.events.append(Event(type=type_, reason=reason, message=message))
+
+    def has_event(self, reason: str) -> bool:
+        return any(event.reason == reason for event in self.events)
+
+    def expectation(self, kind: str, rtype: str) -> str | None:
+        plural = _PLURALS.get(kind)
+        return expectation_key(job_key=self.job.key, rtype=rtype, plural=plural) if plural else None
+
+    def delete(self, kind: str, obj: Obj, *, reason: str) -> bool:
+        """Plan the deletion of an owned object once; objects already terminating are left to
+        finish. True when a deletion was planned."""
+        metadata = obj.get("metadata") or {}
+        uid = str(metadata.get("uid") or "")
+        if is_terminating(obj) or (kind, uid) in self._deleted:
+            return False
+        self._deleted.add((kind, uid))
+        rtype = (metadata.get("labels") or {}).get(REPLICA_TYPE_LABEL)
+        self.actions.append(
+            DeleteObject(
+                kind=kind,
+                namespace=str(metadata.get("namespace") or self.job.namespace),
+                name=str(metadata.get("name") or ""),
+                uid=uid,
+                expectation=self.expectation(kind, str(rtype)) if rtype else None,
+                reason=reason,
+            )
+        )
+        return True
+
+    def claimable(self, kind: str, name: str) -> bool:
+        """Whether an object of this name may be created now.
+
+        Another object with the name is never touched: if it is the job's own (the owned
+        caches lag the lookup cache) we wait for it; if it is someone else's we record a
+        conflict and leave the slot empty.
+        """
+        other = self.observed.lookup(kind, name)
+        if other is None:
+            return True
+        if not is_controlled_by(other, uid=self.job.uid):
+            self.conflicts.append((kind, name))
+        return False
+
+    def to_plan(self) -> Plan:
+        return Plan(
+            actions=tuple(self.actions),
+            status=self.status,
+            events=tuple(self.events),
+            requeue_after=min(self.timers) if self.timers else None,
+            metrics=tuple(self.metrics),
+        )

@@ -1,0 +1,482 @@
+"""``plan()``: one reconcile of a job, decided from plain data (sans-I/O, like h11).
+
+The planner is level-triggered: it looks at the job and at what the caches hold, never at what
+it did before, so planning again on the result of executing a plan yields no actions and the
+same status. The order follows common's ReconcileJobs:
+
+1. skip jobs managed by another controller, and jobs being deleted;
+2. Created condition; validation (a failure finishes the job);
+3. finished jobs: cleanPodPolicy, PodGroup removal, TTL;
+4. suspended jobs: remove everything; a resumed job restarts its deadline clock;
+5. count replicas, decide the fate of failed pods, then the failure checks (permanent exit
+   code, backoffLimit, activeDeadlineSeconds), each of which finishes the job *before* any
+   clean-up so cleanPodPolicy is honoured on that path too (kubeflow/trainer #3419);
+6. gang scheduling: the PodGroup, and Volcano's hold on pod creation;
+7. pods and Services per replica type: create missing slots, delete out-of-range ones,
+   recreate failed ones;
+8. the framework's extra objects and its status rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from jobcontroller.api.common import JobConditionType, JobStatus, ReplicaStatus
+from jobcontroller.core.conditions import (
+    REASON_CREATED,
+    REASON_FAILED,
+    REASON_FAILED_VALIDATION,
+    REASON_RESTARTING,
+    is_finished,
+    new_reason,
+    set_condition,
+)
+from jobcontroller.core.context import PlanContext, aware
+from jobcontroller.core.lifecycle import (
+    created_message,
+    ensure_created,
+    fail,
+    finish_transition,
+    plan_finished,
+    plan_suspended,
+    resume_if_suspended,
+    sync_conflict_condition,
+)
+from jobcontroller.core.names import MANAGED_BY_SELF, replica_name
+from jobcontroller.core.objects import build_pod, build_service
+from jobcontroller.core.podgroup import (
+    delays_pod_creation,
+    desired_pod_group,
+    gang_enabled,
+    pod_group_patch,
+)
+from jobcontroller.core.replicas import (
+    PHASE_FAILED,
+    count_replica_status,
+    exit_code_of,
+    finished_at,
+    group_by_index,
+    is_terminating,
+    phase,
+    pods_by_rtype,
+    replica_pods,
+    terminated_state,
+)
+from jobcontroller.core.restart import (
+    RESTARTING_POLICIES,
+    FailedPodVerdict,
+    RestartLedger,
+    failed_pod_verdict,
+    past_backoff_limit,
+)
+from jobcontroller.core.types import (
+    POD,
+    POD_GROUP,
+    SERVICE,
+    CreateObject,
+    Event,
+    Framework,
+    JobMetric,
+    Obj,
+    Observed,
+    PatchObject,
+    Plan,
+    PlanConfig,
+    ReplicaPods,
+)
+
+__all__ = ["plan"]
+
+_Decision = tuple[str, Obj, FailedPodVerdict]
+
+
+def plan(
+    fw: Framework,
+    raw_job: dict[str, Any],
+    observed: Observed,
+    *,
+    now: datetime,
+    config: PlanConfig,
+) -> Plan:
+    """Decide one reconcile of ``raw_job``. Never raises for bad input: a job that cannot be
+    parsed or validated is failed with reason ``<Kind>FailedValidation``."""
+    if _managed_elsewhere(raw_job) or is_terminating(raw_job):
+        return Plan()
+    exact_now = aware(now)
+    try:
+        job = fw.set_defaults(fw.model.parse(raw_job))
+    except ValueError as err:  # pydantic's ValidationError is a ValueError
+        return _unparseable(kind=fw.model.KIND, raw_job=raw_job, error=err, now=exact_now)
+    ctx = PlanContext(
+        fw=fw,
+        job=job,
+        observed=observed,
+        now=exact_now,
+        config=config,
+        status=job.status.model_copy(deep=True),
+    )
+    ensure_created(ctx)
+    if not is_finished(ctx.status):
+        errors = fw.validate(job)
+        if errors:
+            fail(
+                ctx,
+                reason=new_reason(ctx.kind, REASON_FAILED_VALIDATION),
+                message=_validation_message(ctx.kind, job.name, errors),
+                event_type="Warning",
+            )
+    if is_finished(ctx.status):
+        plan_finished(ctx)
+        _extra_objects(ctx)
+    elif job.run_policy.suspend:
+        plan_suspended(ctx)
+        _extra_objects(ctx)
+    else:
+        _plan_live(ctx)
+    return ctx.to_plan()
+
+
+def _extra_objects(ctx: PlanContext) -> None:
+    """The framework's own objects on a suspended or finished job (the status says which), so
+    it can scale away an HPA or suspend a launcher Job. Skipped for a job that failed
+    validation: its spec may not be usable."""
+    failed = ctx.status.condition(JobConditionType.FAILED)
+    if failed is not None and failed.reason == new_reason(ctx.kind, REASON_FAILED_VALIDATION):
+        return
+    actions, events = ctx.fw.extra_objects(ctx.job, ctx.observed, ctx.status, now=ctx.now)
+    ctx.actions.extend(actions)
+    ctx.events.extend(events)
+
+
+def _managed_elsewhere(raw_job: Mapping[str, Any]) -> bool:
+    spec = raw_job.get("spec")
+    run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
+    managed_by = run_policy.get("managedBy") if isinstance(run_policy, dict) else None
+    return bool(managed_by) and managed_by != MANAGED_BY_SELF
+
+
+def _validation_message(kind: str, name: str, errors: Sequence[str]) -> str:
+    return f"{kind} {name} failed validation because {'; '.join(errors)}"
+
+
+def _unparseable(
+    *, kind: str, raw_job: Mapping[str, Any], error: ValueError, now: datetime
+) -> Plan:
+    """A stored object the model cannot read (it predates the CRD's schema, or was stored
+    with validation off): fail it visibly instead of crashing the worker on every retry."""
+    try:
+        status = JobStatus.model_validate(raw_job.get("status") or {})
+    except ValueError:
+        status = JobStatus()
+    name = str((raw_job.get("metadata") or {}).get("name") or "")
+    metrics: list[JobMetric] = []
+    events: list[Event] = []
+    if status.condition(JobConditionType.CREATED) is None and set_condition(
+        status,
+        cond_type=JobConditionType.CREATED,
+        reason=new_reason(kind, REASON_CREATED),
+        message=created_message(kind, name),
+        now=now,
+    ):
+        metrics.append(JobMetric.CREATED)
+    reason = new_reason(kind, REASON_FAILED_VALIDATION)
+    summary = " ".join(str(error).split())[:1000]
+    message = _validation_message(kind, name, [summary])
+    if set_condition(
+        status, cond_type=JobConditionType.FAILED, reason=reason, message=message, now=now
+    ):
+        status.completion_time = status.completion_time or now
+        metrics.append(JobMetric.FAILED)
+        events.append(Event(type="Warning", reason=reason, message=message))
+    return Plan(status=status, events=tuple(events), metrics=tuple(metrics))
+
+
+def _plan_live(ctx: PlanContext) -> None:
+    job, fw = ctx.job, ctx.fw
+    resume_if_suspended(ctx)
+    if ctx.status.start_time is None:
+        ctx.status.start_time = ctx.now
+    specs = job.replica_specs()
+    rtypes = [rtype for rtype in fw.pod_replica_types(job) if rtype in specs]
+    grouped = pods_by_rtype(ctx.observed.pods, rtypes=rtypes)
+    replicas = {
+        rtype: replica_pods(grouped[rtype], rtype=rtype, replicas=specs[rtype].replicas or 0)
+        for rtype in rtypes
+    }
+    # Pods past the replica count are being scaled away: they count nowhere, so a failed one
+    # cannot fail the job and a running one does not inflate ``active`` (the anchor counts
+    # them).
+    current = {
+        rtype: [
+            pod for index, pods in slots.by_index.items() if index < slots.replicas for pod in pods
+        ]
+        for rtype, slots in replicas.items()
+    }
+    previous = {rtype: ctx.status.replica_statuses.get(rtype) for rtype in rtypes}
+    for rtype in rtypes:
+        _count(ctx, rtype, current[rtype])
+    _exited_events(ctx, current, previous)
+
+    ledger = RestartLedger.from_annotations(job.annotations)
+    decisions = _failed_pod_decisions(ctx, replicas)
+    if _failure_checks(ctx, current, decisions, ledger):
+        plan_finished(ctx)
+        return
+    _plan_restarts(ctx, decisions, ledger)
+    if not _sync_pod_group(ctx):
+        # Held back by gang scheduling: the anchor skips its status rule here too.
+        sync_conflict_condition(ctx)
+        return
+    for rtype in rtypes:
+        _reconcile_pods(ctx, replicas[rtype])
+        _reconcile_services(ctx, rtype, replicas[rtype].replicas)
+    sync_conflict_condition(ctx)
+    actions, events = fw.extra_objects(job, ctx.observed, ctx.status, now=ctx.now)
+    ctx.actions.extend(actions)
+    ctx.events.extend(events)
+    ctx.events.extend(fw.update_status(job, ctx.status, replicas=replicas, now=ctx.now))
+    if is_finished(ctx.status):
+        finish_transition(ctx)
+
+
+def _count(ctx: PlanContext, rtype: str, pods: Sequence[Obj]) -> None:
+    counted = count_replica_status(pods)
+    old = ctx.status.replica_statuses.get(rtype)
+    if old is not None:
+        # Selectors are set by frameworks (PyTorch's scale subresource); counting keeps them.
+        counted = counted.model_copy(
+            update={"selector": old.selector, "label_selector": old.label_selector}
+        )
+    if old != counted:
+        ctx.status.replica_statuses[rtype] = counted
+
+
+def _exited_events(
+    ctx: PlanContext,
+    grouped: Mapping[str, Sequence[Obj]],
+    previous: Mapping[str, ReplicaStatus | None],
+) -> None:
+    """ExitedWithCode, once per terminated pod.
+
+    The anchor records it on every reconcile. Here only pods that have newly ended since the
+    status was last written are reported: the count of ended pods grew by k, so the k most
+    recently finished ones are new.
+    """
+    container = ctx.fw.model.DEFAULT_CONTAINER_NAME
+    for rtype, pods in grouped.items():
+        old = previous.get(rtype)
+        now_counts = ctx.status.replica_statuses[rtype]
+        new = (now_counts.succeeded + now_counts.failed) - (
+            (old.succeeded + old.failed) if old is not None else 0
+        )
+        if new <= 0:
+            continue
+        ended = [pod for pod in pods if terminated_state(pod, container=container) is not None]
+        ended.sort(key=lambda pod: (finished_at(pod, container=container), _name(pod)))
+        for pod in ended[-new:]:
+            code = exit_code_of(pod, container=container)
+            namespace = (pod.get("metadata") or {}).get("namespace") or ctx.job.namespace
+            ctx.event(
+                "Normal", "ExitedWithCode", f"Pod: {namespace}.{_name(pod)} exited with code {code}"
+            )
+
+
+def _failed_pod_decisions(ctx: PlanContext, replicas: Mapping[str, ReplicaPods]) -> list[_Decision]:
+    specs = ctx.job.replica_specs()
+    container = ctx.fw.model.DEFAULT_CONTAINER_NAME
+    out: list[_Decision] = []
+    for rtype, slots in replicas.items():
+        policy = specs[rtype].restart_policy
+        may_recreate = ctx.fw.recreate_failed_pods(ctx.job, rtype)
+        for index, pods in slots.by_index.items():
+            if index >= slots.replicas:
+                continue  # scale-down removes it anyway
+            for pod in pods:
+                if phase(pod) != PHASE_FAILED or is_terminating(pod):
+                    continue
+                verdict = failed_pod_verdict(
+                    policy=policy,
+                    exit_code=exit_code_of(pod, container=container),
+                    may_recreate=may_recreate,
+                )
+                if verdict != FailedPodVerdict.KEEP:
+                    out.append((rtype, pod, verdict))
+    return out
+
+
+def _failure_checks(
+    ctx: PlanContext,
+    grouped: Mapping[str, Sequence[Obj]],
+    decisions: Sequence[_Decision],
+    ledger: RestartLedger,
+) -> bool:
+    """Fail the job for a permanent exit code, the backoff limit or the deadline; True if so.
+    Otherwise arm the deadline timer (the anchor's timer never fired, #3358)."""
+    job, failed_reason = ctx.job, new_reason(ctx.kind, REASON_FAILED)
+    permanent = [rtype for rtype, _, verdict in decisions if verdict == FailedPodVerdict.FAIL_JOB]
+    if permanent:
+        message = f'job "{job.name}" is failing because "{permanent[0]}" replica(s) failed.'
+        fail(ctx, reason=failed_reason, message=message, event_type="Warning")
+        return True
+    limit = job.run_policy.backoff_limit
+    if limit is not None:
+        specs = job.replica_specs()
+        counted = [
+            pod
+            for rtype, pods in grouped.items()
+            if specs[rtype].restart_policy in RESTARTING_POLICIES
+            for pod in pods
+        ]
+        new = sum(
+            1
+            for _, pod, verdict in decisions
+            if verdict == FailedPodVerdict.RESTART and not ledger.recorded(pod)
+        )
+        restarts = ledger.count + ledger.live_restarts(counted) + new
+        if past_backoff_limit(limit=limit, restarts=restarts):
+            message = (
+                f"Job {job.name} has failed because it has reached the specified backoff limit"
+            )
+            fail(ctx, reason=failed_reason, message=message)
+            return True
+    deadline = job.run_policy.active_deadline_seconds
+    start = ctx.status.start_time
+    if deadline is not None and start is not None:
+        remaining = (start - ctx.now).total_seconds() + deadline
+        if remaining <= 0:
+            message = (
+                f"Job {job.name} has failed because it was active longer than specified deadline"
+            )
+            fail(ctx, reason=failed_reason, message=message)
+            return True
+        ctx.timers.append(remaining)
+    return False
+
+
+def _plan_restarts(ctx: PlanContext, decisions: Sequence[_Decision], ledger: RestartLedger) -> None:
+    """Delete failed pods for recreation, recording new ones in the job's restart ledger.
+
+    The ledger patch is planned before the deletions it accounts for; if the executor runs
+    them in another order, a lost patch under-counts by one and never double-counts.
+    """
+    restarts = [
+        (rtype, pod) for rtype, pod, verdict in decisions if verdict == FailedPodVerdict.RESTART
+    ]
+    if not restarts:
+        return
+    fresh = [(rtype, pod) for rtype, pod in restarts if not ledger.recorded(pod)]
+    if fresh:
+        updated = ledger.record(pod for _, pod in fresh)
+        ctx.actions.append(
+            PatchObject(
+                kind=ctx.job.kind,
+                namespace=ctx.job.namespace,
+                name=ctx.job.name,
+                patch={"metadata": {"annotations": updated.annotations()}},
+            )
+        )
+    reason = new_reason(ctx.kind, REASON_RESTARTING)
+    fresh_ids = {id(pod) for _, pod in fresh}
+    for rtype, pod in restarts:
+        ctx.delete(POD, pod, reason="restart")
+        message = f"job {ctx.job.name} is restarting because {rtype} replica(s) failed."
+        set_condition(
+            ctx.status,
+            cond_type=JobConditionType.RESTARTING,
+            reason=reason,
+            message=message,
+            now=ctx.now,
+        )
+        if id(pod) in fresh_ids:
+            ctx.event("Warning", reason, message)
+            ctx.metrics.append(JobMetric.RESTARTED)
+
+
+def _sync_pod_group(ctx: PlanContext) -> bool:
+    """Create or update the PodGroup; False when pods must wait (Volcano has not admitted the
+    group yet, or its name is taken by a foreign object)."""
+    if not gang_enabled(ctx.config):
+        return True
+    job = ctx.job
+    existing = next(
+        (g for g in ctx.observed.owned.get(POD_GROUP, ()) if _name(g) == job.name), None
+    )
+    if existing is None:
+        if ctx.claimable(POD_GROUP, job.name):
+            body = desired_pod_group(job, config=ctx.config, existing=None)
+            ctx.actions.append(CreateObject(kind=POD_GROUP, body=body))
+        elif ctx.conflicts and ctx.conflicts[-1] == (POD_GROUP, job.name):
+            return False
+    elif not is_terminating(existing):
+        desired = desired_pod_group(job, config=ctx.config, existing=existing)
+        patch = pod_group_patch(desired=desired, existing=existing)
+        if patch is not None:
+            ctx.actions.append(
+                PatchObject(kind=POD_GROUP, namespace=job.namespace, name=job.name, patch=patch)
+            )
+    return not delays_pod_creation(config=ctx.config, pod_group=existing)
+
+
+def _reconcile_pods(ctx: PlanContext, slots: ReplicaPods) -> None:
+    job, rtype = ctx.job, slots.rtype
+    spec = job.replica_specs()[rtype]
+    warned_restart = warned_scheduler = False
+    for index in sorted(set(range(slots.replicas)) | set(slots.by_index)):
+        pods = slots.by_index.get(index, ())
+        if index >= slots.replicas:
+            for pod in pods:
+                ctx.delete(POD, pod, reason="scale-down")
+            continue
+        if pods:
+            continue
+        name = replica_name(job_name=job.name, rtype=rtype, index=index)
+        if not ctx.claimable(POD, name):
+            continue
+        built = build_pod(ctx.fw, job, rtype=rtype, index=index, spec=spec, config=ctx.config)
+        ctx.actions.append(
+            CreateObject(kind=POD, body=built.body, expectation=ctx.expectation(POD, rtype))
+        )
+        if built.template_restart_policy and not warned_restart:
+            warned_restart = True
+            ctx.event(
+                "Warning",
+                "SetPodTemplateRestartPolicy",
+                f"{rtype}: the pod template's restartPolicy is replaced by the replica's "
+                f"restartPolicy ({spec.restart_policy}); set it on the replica spec instead",
+            )
+        if built.foreign_scheduler and not warned_scheduler:
+            warned_scheduler = True
+            ctx.event(
+                "Warning",
+                "SetPodTemplateSchedulerName",
+                f"{rtype}: the pod template names its own scheduler, which is kept; its pods "
+                f"may not be gang-scheduled",
+            )
+
+
+def _reconcile_services(ctx: PlanContext, rtype: str, wanted: int) -> None:
+    job = ctx.job
+    if not ctx.fw.services_for(job, rtype):
+        return
+    mine = pods_by_rtype(ctx.observed.services, rtypes=[rtype])[rtype]
+    by_index = group_by_index(mine)
+    for index in range(wanted):
+        if by_index.get(index):
+            continue
+        name = replica_name(job_name=job.name, rtype=rtype, index=index)
+        if not ctx.claimable(SERVICE, name):
+            continue
+        body = build_service(ctx.fw, job, rtype=rtype, index=index, spec=job.replica_specs()[rtype])
+        ctx.actions.append(
+            CreateObject(kind=SERVICE, body=body, expectation=ctx.expectation(SERVICE, rtype))
+        )
+    for index, services in sorted(by_index.items()):
+        if index >= wanted:
+            for service in services:
+                ctx.delete(SERVICE, service, reason="scale-down")
+
+
+def _name(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")

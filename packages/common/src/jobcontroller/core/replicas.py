@@ -1,0 +1,171 @@
+"""Reading pods: which replica they are, how they ended, and how many are in each state.
+
+Frameworks use these helpers in their success rules (e.g. TF's "worker 0 exited 0 in container
+tensorflow"), so they take raw pod dicts exactly as the informer holds them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from jobcontroller.api.common import ReplicaStatus
+from jobcontroller.core.names import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
+from jobcontroller.core.types import Obj, ReplicaPods
+
+__all__ = [
+    "NOT_TERMINATED_EXIT_CODE",
+    "PHASE_FAILED",
+    "PHASE_PENDING",
+    "PHASE_RUNNING",
+    "PHASE_SUCCEEDED",
+    "count_replica_status",
+    "exit_code_of",
+    "finished_at",
+    "group_by_index",
+    "is_retryable",
+    "is_terminating",
+    "phase",
+    "pod_container_name",
+    "pods_by_rtype",
+    "replica_index",
+    "replica_pods",
+    "restart_count",
+    "terminated_state",
+]
+
+PHASE_PENDING = "Pending"
+PHASE_RUNNING = "Running"
+PHASE_SUCCEEDED = "Succeeded"
+PHASE_FAILED = "Failed"
+
+#: The anchor's "no exit code" value for a default container that has not terminated (an
+#: evicted pod, a pod whose node vanished). It is >= 128, so such failures are retryable.
+NOT_TERMINATED_EXIT_CODE = 0xBEEF
+
+
+def phase(pod: Obj) -> str:
+    return str((pod.get("status") or {}).get("phase") or "")
+
+
+def is_terminating(obj: Obj) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def replica_index(obj: Obj) -> int | None:
+    """The ``replica-index`` label as an int; None when missing or not a number."""
+    raw = ((obj.get("metadata") or {}).get("labels") or {}).get(REPLICA_INDEX_LABEL)
+    try:
+        return int(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def pods_by_rtype(pods: Iterable[Obj], *, rtypes: Iterable[str]) -> dict[str, list[Obj]]:
+    """Pods keyed by replica type (as spelled in the spec), matched on the lower-cased label.
+
+    Every requested type gets a (possibly empty) list; pods of other types are dropped.
+    """
+    out: dict[str, list[Obj]] = {rtype: [] for rtype in rtypes}
+    by_label = {rtype.lower(): rtype for rtype in out}
+    for pod in pods:
+        label = ((pod.get("metadata") or {}).get("labels") or {}).get(REPLICA_TYPE_LABEL)
+        rtype = by_label.get(str(label)) if label is not None else None
+        if rtype is not None:
+            out[rtype].append(pod)
+    return out
+
+
+def group_by_index(objs: Iterable[Obj]) -> dict[int, list[Obj]]:
+    """Objects by ``replica-index``; objects without a valid index are left out (the anchor
+    logs and ignores them)."""
+    out: dict[int, list[Obj]] = {}
+    for obj in objs:
+        index = replica_index(obj)
+        if index is not None and index >= 0:
+            out.setdefault(index, []).append(obj)
+    return out
+
+
+def replica_pods(pods: Sequence[Obj], *, rtype: str, replicas: int) -> ReplicaPods:
+    return ReplicaPods(rtype=rtype, replicas=replicas, by_index=group_by_index(pods))
+
+
+def count_replica_status(pods: Iterable[Obj]) -> ReplicaStatus:
+    """Active, succeeded and failed counts (common's UpdateJobReplicaStatuses).
+
+    A Running pod that is being deleted counts as failed: a pod on a lost node stays Running
+    and Terminating forever and never reaches Failed. Pending pods count nowhere.
+    """
+    active = succeeded = failed = 0
+    for pod in pods:
+        current = phase(pod)
+        if current == PHASE_RUNNING:
+            if is_terminating(pod):
+                failed += 1
+            else:
+                active += 1
+        elif current == PHASE_SUCCEEDED:
+            succeeded += 1
+        elif current == PHASE_FAILED:
+            failed += 1
+    return ReplicaStatus(active=active, succeeded=succeeded, failed=failed)
+
+
+def pod_container_name(pod: Obj, *, default: str | None) -> str | None:
+    """``default``, or the pod's first container when the framework names none (MPI)."""
+    if default is not None:
+        return default
+    containers = (pod.get("spec") or {}).get("containers") or []
+    if containers and isinstance(containers[0], dict):
+        name = containers[0].get("name")
+        return str(name) if name is not None else None
+    return None
+
+
+def terminated_state(pod: Obj, *, container: str | None) -> Mapping[str, Any] | None:
+    """``state.terminated`` of the named container (first container when None), if any."""
+    name = pod_container_name(pod, default=container)
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        if isinstance(status, dict) and status.get("name") == name:
+            terminated = (status.get("state") or {}).get("terminated")
+            return terminated if isinstance(terminated, dict) else None
+    return None
+
+
+def exit_code_of(pod: Obj, *, container: str | None) -> int:
+    """The exit code of ``container``, or :data:`NOT_TERMINATED_EXIT_CODE` if it has none."""
+    terminated = terminated_state(pod, container=container)
+    if terminated is None:
+        return NOT_TERMINATED_EXIT_CODE
+    try:
+        return int(terminated.get("exitCode", NOT_TERMINATED_EXIT_CODE))
+    except (TypeError, ValueError):
+        return NOT_TERMINATED_EXIT_CODE
+
+
+def finished_at(pod: Obj, *, container: str | None) -> str:
+    """``finishedAt`` of the container's terminated state ("" when unknown); RFC 3339 strings
+    sort chronologically, which is all the caller needs."""
+    terminated = terminated_state(pod, container=container)
+    return str(terminated.get("finishedAt") or "") if terminated else ""
+
+
+def is_retryable(exit_code: int) -> bool:
+    """Exit codes >= 128 (signals: OOM kill, preemption, eviction) are worth a retry; 1-127 are
+    the program's own verdict and permanent."""
+    return exit_code >= 128
+
+
+def restart_count(pod: Obj) -> int:
+    """Container plus init-container restarts, the kubelet's in-place retries of this pod."""
+    status = pod.get("status") or {}
+    total = 0
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for item in status.get(key) or []:
+            if isinstance(item, dict):
+                try:
+                    total += int(item.get("restartCount") or 0)
+                except (TypeError, ValueError):
+                    continue
+    return total

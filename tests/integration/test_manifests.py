@@ -1,0 +1,281 @@
+"""The manifests on a real API server: every overlay is accepted as shipped, the operator pods
+meet the ``restricted`` Pod Security Standard, and each operator's RBAC grants what it needs and
+nothing more, as the RBAC authorizer itself answers.
+
+The RBAC checks apply the overlay for real under a random name prefix and namespace (the same
+kustomize machinery a user would use to re-home the operators), so they neither collide with
+nor depend on an installation in ``kubeflow``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from jobcontroller.testing.binaries import find_binaries
+
+ROOT = Path(__file__).resolve().parents[2]
+OVERLAYS = ROOT / "manifests" / "overlays"
+SERVICEMONITOR_CRD = ROOT / "tests" / "data" / "servicemonitor-crd.yaml"
+RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
+PLURALS = {"tf-operator": "tfjobs", "pytorch-operator": "pytorchjobs", "mpi-operator": "mpijobs"}
+
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Kubectl:
+    binary: str
+    kubeconfig: str
+
+    def __call__(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [self.binary, f"--kubeconfig={self.kubeconfig}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if check and proc.returncode != 0:
+            pytest.fail(f"kubectl {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
+        return proc
+
+    def render(self, directory: Path) -> list[Obj]:
+        out = self("kustomize", str(directory)).stdout
+        return [d for d in yaml.safe_load_all(out) if d]
+
+
+@pytest.fixture(scope="module")
+def kubectl(kubeconfig: str) -> Kubectl:
+    return Kubectl(find_binaries()["kubectl"], kubeconfig)
+
+
+@pytest.fixture(scope="module")
+def kubeflow_namespace(kubectl: Kubectl) -> str:
+    """The manifests' namespace must exist for a dry run of what goes in it.
+
+    Left in place afterwards: other tests may use it too, and deleting a namespace is slow and
+    asynchronous, so a later create could meet it half-deleted.
+    """
+    if kubectl("get", "namespace", "kubeflow", check=False).returncode != 0:
+        kubectl("create", "namespace", "kubeflow")
+    return "kubeflow"
+
+
+@pytest.fixture(scope="module")
+def servicemonitor_crd(kubectl: Kubectl) -> Iterator[None]:
+    kubectl("apply", "-f", str(SERVICEMONITOR_CRD))
+    name = "crd/servicemonitors.monitoring.coreos.com"
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", name)
+    yield
+    kubectl("delete", "--wait=false", "--ignore-not-found", name)
+
+
+def _fresh_namespace(kubectl: Kubectl, *, stem: str, labels: dict[str, str]) -> str:
+    name = f"{stem}-{uuid.uuid4().hex[:6]}"
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    namespace["metadata"]["labels"] = labels  # type: ignore[index]
+    kubectl("create", "-f", "-", stdin=json.dumps(namespace))
+    return name
+
+
+_APPLIED = re.compile(r"^([a-z]+)(?:\.[a-z0-9.-]+)?/(\S+) (created|configured|unchanged)")
+
+
+@pytest.mark.parametrize("overlay", ["standalone", "namespaced", "monitoring"])
+def test_overlay_passes_a_server_side_dry_run(
+    overlay: str, kubectl: Kubectl, kubeflow_namespace: str, request: pytest.FixtureRequest
+) -> None:
+    if overlay == "monitoring":
+        request.getfixturevalue("servicemonitor_crd")
+    expected = {
+        (o["kind"].lower(), o["metadata"]["name"]) for o in kubectl.render(OVERLAYS / overlay)
+    }
+
+    out = kubectl("apply", "--dry-run=server", "-k", str(OVERLAYS / overlay)).stdout
+    lines = out.splitlines()
+    assert all(line.endswith("(server dry run)") for line in lines), out
+    applied = {(m[1], m[2]) for m in map(_APPLIED.match, lines) if m}
+    assert applied == expected
+
+
+def test_operator_pods_meet_the_restricted_pod_security_standard(kubectl: Kubectl) -> None:
+    """Pod admission enforces the standard on pods only, so each Deployment's pod template is
+    submitted as a pod to a namespace that enforces ``restricted``."""
+    namespace = _fresh_namespace(
+        kubectl, stem="pss", labels={"pod-security.kubernetes.io/enforce": "restricted"}
+    )
+    try:
+        deployments = [
+            d for d in kubectl.render(OVERLAYS / "standalone") if d["kind"] == "Deployment"
+        ]
+        assert deployments
+        for deployment in deployments:
+            pod = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": deployment["metadata"]["name"], "namespace": namespace},
+                "spec": deployment["spec"]["template"]["spec"],
+            }
+            proc = kubectl(
+                "create", "--dry-run=server", "-f", "-", stdin=json.dumps(pod), check=False
+            )
+            assert proc.returncode == 0, proc.stderr
+    finally:
+        kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+# ----------------------------------------------------------------------------------- RBAC
+
+
+@dataclass(frozen=True)
+class Access:
+    """One question for the authorizer: may the operator ``verb`` this, and should it?"""
+
+    verb: str
+    resource: str
+    group: str = ""
+    where: str = "own"
+    """``own``: the operator's namespace; ``other``: another one; ``cluster``: no namespace."""
+    allowed: bool = True
+
+
+def _expectations(operator: str, *, namespaced: bool) -> list[Access]:
+    plural = PLURALS[operator]
+    elsewhere = not namespaced
+    others = [p for p in PLURALS.values() if p != plural]
+    return [
+        Access("watch", plural, "kubeflow.org"),
+        Access("update", plural, "kubeflow.org", where="other", allowed=elsewhere),
+        Access("create", plural, "kubeflow.org", allowed=False),
+        Access("update", f"{plural}/status", "kubeflow.org"),
+        Access("update", f"{plural}/finalizers", "kubeflow.org"),
+        Access("update", others[0], "kubeflow.org", allowed=False),
+        Access("create", "pods"),
+        Access("delete", "pods", where="other", allowed=elsewhere),
+        Access("update", "pods", allowed=False),
+        Access("create", "pods/exec", allowed=False),
+        Access("create", "services"),
+        Access("patch", "events", where="other", allowed=elsewhere),
+        Access("create", "podgroups", "scheduling.volcano.sh"),
+        Access("delete", "podgroups", "scheduling.x-k8s.io"),
+        Access("list", "customresourcedefinitions", "apiextensions.k8s.io", where="cluster"),
+        Access("create", "customresourcedefinitions", "apiextensions.k8s.io", "cluster", False),
+        Access("watch", "priorityclasses", "scheduling.k8s.io", where="cluster"),
+        Access("update", "leases", "coordination.k8s.io"),
+        Access("create", "leases", "coordination.k8s.io", where="other", allowed=False),
+        Access("list", "nodes", where="cluster", allowed=False),
+        Access("create", "secrets", allowed=operator == "mpi-operator"),
+        Access("list", "configmaps", allowed=operator == "mpi-operator"),
+        Access("create", "jobs", "batch", allowed=operator == "mpi-operator"),
+        Access(
+            "create",
+            "horizontalpodautoscalers",
+            "autoscaling",
+            allowed=operator == "pytorch-operator",
+        ),
+    ]
+
+
+def _review(user: str, access: Access, *, namespace: str) -> Obj:
+    resource, _, subresource = access.resource.partition("/")
+    where = {"own": namespace, "other": "default", "cluster": ""}[access.where]
+    return {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SubjectAccessReview",
+        "spec": {
+            "user": user,
+            "groups": ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
+            "resourceAttributes": {
+                "namespace": where,
+                "verb": access.verb,
+                "group": access.group,
+                "resource": resource,
+                "subresource": subresource,
+            },
+        },
+    }
+
+
+def _decisions(kubectl: Kubectl, reviews: list[Obj]) -> list[bool]:
+    batch = {"apiVersion": "v1", "kind": "List", "items": reviews}
+    out = kubectl("create", "-f", "-", "-o", "json", stdin=json.dumps(batch)).stdout
+    # kubectl prints one JSON document per created object, back to back.
+    decoder, items, at = json.JSONDecoder(), [], 0
+    while out[at:].strip():
+        item, end = decoder.raw_decode(out, len(out) - len(out[at:].lstrip()))
+        items.append(item)
+        at = end
+    assert len(items) == len(reviews), out
+    return [bool(item["status"].get("allowed")) for item in items]
+
+
+def _render_as(
+    overlay: str, *, prefix: str, namespace: str, workdir: Path, kubectl: Kubectl
+) -> list[Obj]:
+    """The overlay's objects as a user re-homing it would get them: renamed and re-namespaced."""
+    kustomization = {
+        "namePrefix": prefix,
+        "namespace": namespace,
+        "resources": [os.path.relpath(OVERLAYS / overlay, workdir)],
+    }
+    (workdir / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return kubectl.render(workdir)
+
+
+@pytest.mark.parametrize("overlay", ["standalone", "namespaced"])
+def test_rbac_grants_each_operator_what_it_needs_and_no_more(
+    overlay: str, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    namespace = _fresh_namespace(kubectl, stem=f"rbac-{overlay}", labels={})
+    prefix = f"t{uuid.uuid4().hex[:6]}-"
+    rbac = [
+        o
+        for o in _render_as(
+            overlay, prefix=prefix, namespace=namespace, workdir=tmp_path, kubectl=kubectl
+        )
+        if o["kind"] in RBAC_KINDS
+    ]
+    manifest = yaml.safe_dump_all(rbac)
+    kubectl("apply", "-f", "-", stdin=manifest)
+    try:
+        questions = [
+            (operator, access)
+            for operator in PLURALS
+            for access in _expectations(operator, namespaced=overlay == "namespaced")
+        ]
+        reviews = [
+            _review(f"system:serviceaccount:{namespace}:{prefix}{op}", a, namespace=namespace)
+            for op, a in questions
+        ]
+        expected = [a.allowed for _, a in questions]
+        # The authorizer learns of new bindings through its informers: wait until every grant
+        # has arrived before judging the denials, which would otherwise pass vacuously.
+        deadline = time.monotonic() + 60
+        decisions = _decisions(kubectl, reviews)
+        while not all(d for d, e in zip(decisions, expected, strict=True) if e):
+            assert time.monotonic() < deadline, "the RBAC grants never took effect"
+            time.sleep(0.5)
+            decisions = _decisions(kubectl, reviews)
+        wrong = [
+            f"{op}: {a.verb} {a.resource}.{a.group or 'core'} ({a.where}) -> {d}, want {a.allowed}"
+            for (op, a), d in zip(questions, decisions, strict=True)
+            if d != a.allowed
+        ]
+        assert not wrong, "\n".join(wrong)
+    finally:
+        kubectl("delete", "-f", "-", "--wait=false", "--ignore-not-found", stdin=manifest)
+        kubectl("delete", "namespace", namespace, "--wait=false")

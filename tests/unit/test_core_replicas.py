@@ -1,0 +1,101 @@
+"""Reading pods: replica type and index, counts, exit codes and restarts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from jobcontroller.core import (
+    NOT_TERMINATED_EXIT_CODE,
+    count_replica_status,
+    exit_code_of,
+    group_by_index,
+    is_retryable,
+    pods_by_rtype,
+    restart_count,
+)
+
+
+def pod(
+    rtype: str = "worker",
+    index: Any = 0,
+    phase: str = "Running",
+    *,
+    terminating: bool = False,
+    statuses: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {
+        "name": f"j-{rtype}-{index}",
+        "labels": {
+            "training.kubeflow.org/replica-type": rtype,
+            "training.kubeflow.org/replica-index": str(index),
+        },
+    }
+    if terminating:
+        metadata["deletionTimestamp"] = "2024-01-01T00:00:00Z"
+    return {
+        "metadata": metadata,
+        "spec": {"containers": [{"name": "main"}, {"name": "sidecar"}]},
+        "status": {"phase": phase, "containerStatuses": statuses or []},
+    }
+
+
+def test_pods_by_rtype_matches_lowercase_labels_and_drops_others() -> None:
+    pods = [pod("worker"), pod("ps"), pod("evaluator")]
+    grouped = pods_by_rtype(pods, rtypes=["Worker", "PS", "Chief"])
+    assert {k: len(v) for k, v in grouped.items()} == {"Worker": 1, "PS": 1, "Chief": 0}
+
+
+def test_group_by_index_ignores_missing_or_bad_indices() -> None:
+    pods = [pod(index=0), pod(index=2), pod(index="x"), pod(index=-1), pod(index=2)]
+    assert {k: len(v) for k, v in group_by_index(pods).items()} == {0: 1, 2: 2}
+
+
+def test_counts_by_phase() -> None:
+    pods = [
+        pod(phase="Running"),
+        pod(phase="Running", terminating=True),
+        pod(phase="Succeeded"),
+        pod(phase="Failed"),
+        pod(phase="Failed"),
+        pod(phase="Pending"),
+        pod(phase="Unknown"),
+    ]
+    counts = count_replica_status(pods)
+    assert (counts.active, counts.succeeded, counts.failed) == (1, 1, 3)
+
+
+def terminated(name: str, code: int) -> dict[str, Any]:
+    return {"name": name, "state": {"terminated": {"exitCode": code}}}
+
+
+def test_exit_code_read_from_the_named_container_only() -> None:
+    p = pod(statuses=[terminated("sidecar", 1), terminated("main", 137)])
+    assert exit_code_of(p, container="main") == 137
+    assert exit_code_of(p, container="sidecar") == 1
+
+
+def test_exit_code_defaults_to_first_container_when_unnamed() -> None:
+    p = pod(statuses=[terminated("sidecar", 3), terminated("main", 2)])
+    assert exit_code_of(p, container=None) == 2
+
+
+def test_not_terminated_is_the_retryable_magic_code() -> None:
+    p = pod(statuses=[{"name": "main", "state": {"running": {}}}])
+    assert exit_code_of(p, container="main") == NOT_TERMINATED_EXIT_CODE == 0xBEEF
+    assert exit_code_of(pod(), container="main") == NOT_TERMINATED_EXIT_CODE
+    assert is_retryable(NOT_TERMINATED_EXIT_CODE)
+
+
+@pytest.mark.parametrize(
+    ("code", "retryable"), [(0, False), (1, False), (127, False), (128, True), (137, True)]
+)
+def test_retryable_exit_codes(code: int, retryable: bool) -> None:
+    assert is_retryable(code) is retryable
+
+
+def test_restart_count_sums_containers_and_init_containers() -> None:
+    p = pod(statuses=[{"name": "main", "restartCount": 2}, {"name": "sidecar", "restartCount": 1}])
+    p["status"]["initContainerStatuses"] = [{"name": "init", "restartCount": 4}]
+    assert restart_count(p) == 7

@@ -1,0 +1,59 @@
+"""The committed CRD manifests are exactly what hack/gen-crds.py generates from the models."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).parents[2]
+
+
+def _gen_crds() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_crds", ROOT / "hack" / "gen-crds.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("gen_crds", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+GEN = _gen_crds()
+
+
+@pytest.mark.parametrize("path", sorted(GEN.rendered()), ids=lambda p: p.name)
+def test_committed_manifest_matches_the_models(path: Path) -> None:
+    assert path.exists(), f"{path} missing: run `uv run python hack/gen-crds.py`"
+    assert path.read_text() == GEN.rendered()[path], (
+        f"{path.name} is stale: run `uv run python hack/gen-crds.py`"
+    )
+
+
+def test_manifests_are_the_three_kubeflow_crds() -> None:
+    names = sorted(p.name for p in GEN.rendered())
+    assert names == [
+        "kubeflow.org_mpijobs.yaml",
+        "kubeflow.org_pytorchjobs.yaml",
+        "kubeflow.org_tfjobs.yaml",
+    ]
+    for path in GEN.rendered():
+        docs = list(yaml.safe_load_all(path.read_text()))
+        assert [d["kind"] for d in docs] == ["CustomResourceDefinition"]
+
+
+def test_check_mode_fails_on_drift_and_write_mode_repairs_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(GEN, "CRD_DIR", tmp_path)
+    assert GEN.main(["--check"]) == 1
+    assert "out of date" in capsys.readouterr().out
+    assert GEN.main([]) == 0
+    assert GEN.main(["--check"]) == 0
+    stale = tmp_path / "kubeflow.org_tfjobs.yaml"
+    stale.write_text(stale.read_text().replace("maxItems: 64", "maxItems: 65"))
+    assert GEN.main(["--check"]) == 1
+    assert "maxItems: 65" in capsys.readouterr().out

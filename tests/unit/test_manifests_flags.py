@@ -1,0 +1,214 @@
+"""The Deployments in manifests/ start real console scripts with flags their parsers accept.
+
+A typo in a Deployment's flags only shows when the pod crash-loops on a cluster; here every
+overlay is rendered with ``kubectl kustomize`` (a local binary, no cluster) and each container's
+command line goes through the operator's own argument parsing, with ``$(VAR)`` references
+expanded the way the kubelet does. The probe, scrape and Service ports must then agree with the
+ports the parsed flags make the operator listen on.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from jobcontroller.operator import add_job_flags
+from jobcontroller.runtime.flags import Settings, parse_settings
+from jobcontroller.testing.binaries import BinariesNotFound, find_binaries
+
+ROOT = Path(__file__).resolve().parents[2]
+OVERLAYS = ("standalone", "namespaced", "monitoring")
+#: The overlays whose operators watch only their own namespace.
+NAMESPACED = {"namespaced"}
+OPERATORS = {"tf-operator", "pytorch-operator", "mpi-operator"}
+
+Obj = dict[str, Any]
+
+
+def console_scripts() -> dict[str, str]:
+    """Console-script name -> entry point, over every workspace package."""
+    scripts: dict[str, str] = {}
+    for pyproject in sorted(ROOT.glob("packages/*/pyproject.toml")):
+        project = tomllib.loads(pyproject.read_text())["project"]
+        scripts.update(project.get("scripts", {}))
+    return scripts
+
+
+@pytest.fixture(scope="module", params=OVERLAYS)
+def overlay(request: pytest.FixtureRequest) -> Iterator[tuple[str, list[Obj]]]:
+    """(overlay name, its rendered objects)."""
+    try:
+        kubectl = find_binaries()["kubectl"]
+    except BinariesNotFound as exc:
+        pytest.skip(f"kubectl needed to render the overlays: {exc}")
+    name = str(request.param)
+    out = subprocess.run(
+        [kubectl, "kustomize", str(ROOT / "manifests" / "overlays" / name)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    yield name, [d for d in yaml.safe_load_all(out.stdout) if d]
+
+
+def _of_kind(objects: list[Obj], kind: str) -> list[Obj]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+def _container(deployment: Obj) -> Obj:
+    containers = deployment["spec"]["template"]["spec"]["containers"]
+    assert len(containers) == 1, f"{deployment['metadata']['name']}: expected one container"
+    return dict(containers[0])
+
+
+_VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' expansion of ``$(VAR)`` in command and args.
+
+    The kubelet leaves an undefined reference as literal text, which then reaches the parser as
+    a wrong value; treat that as the error it is.
+    """
+
+    def sub(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        var = match.group(1)
+        assert var in env, f"{text!r} refers to ${var}, which the container does not define"
+        return env[var]
+
+    return _VAR_REF.sub(sub, text)
+
+
+def _container_env(deployment: Obj) -> dict[str, str]:
+    """The container's env as the kubelet would give it, downward-API fields resolved."""
+    meta = deployment["metadata"]
+    stand_ins = {"metadata.namespace": meta["namespace"], "metadata.name": f"{meta['name']}-0"}
+    env: dict[str, str] = {}
+    for var in _container(deployment).get("env", []):
+        if "value" in var:
+            env[var["name"]] = _expand(var["value"], env)
+        else:
+            field = var["valueFrom"]["fieldRef"]["fieldPath"]
+            assert field in stand_ins, f"no stand-in for downward-API field {field}"
+            env[var["name"]] = stand_ins[field]
+    return env
+
+
+def _argv(deployment: Obj) -> list[str]:
+    container = _container(deployment)
+    env = _container_env(deployment)
+    return [_expand(a, env) for a in [*container["command"], *container.get("args", [])]]
+
+
+def _settings(deployment: Obj, capsys: pytest.CaptureFixture[str]) -> Settings:
+    """Parse the Deployment's command line exactly as its operator's ``main`` would."""
+    script, *rest = _argv(deployment)
+    try:
+        return parse_settings(name=script, argv=rest, add_flags=add_job_flags, environ={})
+    except SystemExit:
+        error = capsys.readouterr().err.strip()
+    pytest.fail(f"{script} rejects {rest}: {error}")
+
+
+def _port(container: Obj, port: int | str) -> int:
+    """A probe's or Service's port, resolved through the container's named ports."""
+    if isinstance(port, int):
+        return port
+    named = {p["name"]: p["containerPort"] for p in container.get("ports", [])}
+    assert port in named, f"no container port named {port!r}"
+    return int(named[port])
+
+
+def test_each_operator_runs_its_own_console_script(overlay: tuple[str, list[Obj]]) -> None:
+    _, objects = overlay
+    scripts = console_scripts()
+    deployments = _of_kind(objects, "Deployment")
+    assert {d["metadata"]["name"] for d in deployments} == OPERATORS
+    for deployment in deployments:
+        command = _container(deployment)["command"]
+        assert command[0] in scripts, f"{command[0]} is no console script of packages/*"
+        assert command[0] == deployment["metadata"]["name"]
+        assert command[1:] == ["run"]
+
+
+def test_every_flag_is_accepted_by_the_operator_parser(
+    overlay: tuple[str, list[Obj]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    name, objects = overlay
+    for deployment in _of_kind(objects, "Deployment"):
+        own_namespace = deployment["metadata"]["namespace"]
+        settings = _settings(deployment, capsys)
+        assert settings.leader_elect, "two replicas need leader election"
+        assert settings.leader_election_namespace == own_namespace
+        assert settings.log_format == "json"
+        assert settings.namespace == (own_namespace if name in NAMESPACED else "")
+
+
+def test_probes_and_ports_match_the_ports_the_flags_open(
+    overlay: tuple[str, list[Obj]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, objects = overlay
+    for deployment in _of_kind(objects, "Deployment"):
+        settings = _settings(deployment, capsys)
+        container = _container(deployment)
+        probes = {kind: container[f"{kind}Probe"]["httpGet"] for kind in ("liveness", "readiness")}
+        assert probes["liveness"]["path"] == "/healthz"
+        assert probes["readiness"]["path"] == "/readyz"
+        for probe in probes.values():
+            assert _port(container, probe["port"]) == settings.health_port
+        assert _port(container, "metrics") == settings.metrics_port
+
+
+def test_metrics_services_scrape_the_metrics_port(
+    overlay: tuple[str, list[Obj]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _, objects = overlay
+    services = _of_kind(objects, "Service")
+    for deployment in _of_kind(objects, "Deployment"):
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        selecting = [s for s in services if s["spec"]["selector"].items() <= pod_labels.items()]
+        assert len(selecting) == 1, f"{deployment['metadata']['name']}: one metrics Service"
+        service = selecting[0]
+        metrics_port = _settings(deployment, capsys).metrics_port
+        [port] = service["spec"]["ports"]
+        assert _port(_container(deployment), port["targetPort"]) == metrics_port
+        annotations = service["metadata"]["annotations"]
+        assert annotations["prometheus.io/scrape"] == "true"
+        assert annotations["prometheus.io/port"] == str(port["port"])
+        assert annotations["prometheus.io/path"] == "/metrics"
+
+
+def test_each_operator_runs_as_its_own_bound_service_account(
+    overlay: tuple[str, list[Obj]],
+) -> None:
+    _, objects = overlay
+    accounts = {
+        (a["metadata"]["namespace"], a["metadata"]["name"])
+        for a in objects
+        if a["kind"] == "ServiceAccount"
+    }
+    bound = {
+        (s["namespace"], s["name"])
+        for b in objects
+        if b["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        for s in b["subjects"]
+        if s["kind"] == "ServiceAccount"
+    }
+    used = set()
+    for deployment in _of_kind(objects, "Deployment"):
+        account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+        key = (deployment["metadata"]["namespace"], account)
+        assert key in accounts, f"ServiceAccount {key} is not in the manifests"
+        assert key in bound, f"ServiceAccount {key} is bound to no role"
+        used.add(account)
+    assert len(used) == len(OPERATORS), "operators must not share an identity"

@@ -1,0 +1,74 @@
+"""Jobs the planner leaves alone (managedBy, deletion) and jobs it fails (invalid)."""
+
+from __future__ import annotations
+
+import pytest
+from plan_fixtures import DemoFramework, FakeCluster, condition, new_job, reasons, running_job
+
+from jobcontroller.core import JobMetric, Plan
+
+
+@pytest.mark.parametrize("manager", ["kueue.x-k8s.io/multikueue", "someone-else"])
+def test_job_managed_by_another_controller_is_skipped(manager: str) -> None:
+    cluster = FakeCluster(new_job(run_policy={"managedBy": manager}))
+    assert cluster.plan(DemoFramework()) == Plan()
+
+
+def test_job_managed_by_us_explicitly_is_reconciled() -> None:
+    cluster = FakeCluster(new_job(run_policy={"managedBy": "kubeflow.org/training-operator"}))
+    assert len(cluster.plan(DemoFramework()).actions) == 6
+
+
+def test_job_being_deleted_is_skipped() -> None:
+    fw = DemoFramework()
+    cluster = FakeCluster(new_job())
+    running_job(fw, cluster)
+    cluster.job["metadata"]["deletionTimestamp"] = "2024-01-01T12:00:00Z"
+    cluster.set_pod("Worker", 0, "Failed", exit_code=1)
+    assert cluster.plan(fw) == Plan()
+
+
+def test_validation_failure_fails_the_job_without_pods() -> None:
+    fw = DemoFramework(extra_errors=["spec.x: bad", "spec.y: worse"])
+    cluster = FakeCluster(new_job())
+    result = cluster.step(fw)
+    assert result.actions == ()
+    failed = condition(result, "Failed")
+    assert (failed.reason, failed.message) == (
+        "DemoJobFailedValidation",
+        "DemoJob demo failed validation because spec.x: bad; spec.y: worse",
+    )
+    assert condition(result, "Created") is not None
+    assert [(e.type, e.reason) for e in result.events] == [("Warning", "DemoJobFailedValidation")]
+    assert result.metrics == (JobMetric.CREATED, JobMetric.FAILED)
+    again = cluster.plan(fw)
+    assert (again.actions, again.events, again.metrics) == ((), (), ())
+    assert again.status is not None and again.status.to_dict() == cluster.job["status"]
+
+
+def test_unparseable_job_is_failed_not_raised() -> None:
+    fw = DemoFramework()
+    raw = new_job()
+    raw["spec"]["demoReplicaSpecs"]["Worker"]["replicas"] = "many"
+    cluster = FakeCluster(raw)
+    result = cluster.step(fw)
+    assert result.actions == ()
+    failed = condition(result, "Failed")
+    assert failed.reason == "DemoJobFailedValidation"
+    assert "replicas" in failed.message
+    assert reasons(result) == ["DemoJobFailedValidation"]
+    again = cluster.plan(fw)
+    assert (again.events, again.metrics) == ((), ())
+    assert again.status is not None and again.status.to_dict() == cluster.job["status"]
+
+
+def test_finished_job_is_not_revalidated() -> None:
+    fw = DemoFramework()
+    cluster = FakeCluster(new_job())
+    running_job(fw, cluster)
+    cluster.set_pod("Chief", 0, "Succeeded", exit_code=0)
+    cluster.step(fw)
+    fw.extra_errors.append("spec.z: now invalid")
+    result = cluster.plan(fw)
+    assert condition(result, "Failed") is None
+    assert result.events == ()
