@@ -86,8 +86,11 @@ def servicemonitor_crd(kubectl: Kubectl) -> Iterator[None]:
 
 def _fresh_namespace(kubectl: Kubectl, *, stem: str, labels: dict[str, str]) -> str:
     name = f"{stem}-{uuid.uuid4().hex[:6]}"
-    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-    namespace["metadata"]["labels"] = labels  # type: ignore[index]
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": labels},
+    }
     kubectl("create", "-f", "-", stdin=json.dumps(namespace))
     return name
 
@@ -214,11 +217,12 @@ def _decisions(kubectl: Kubectl, reviews: list[Obj]) -> list[bool]:
     batch = {"apiVersion": "v1", "kind": "List", "items": reviews}
     out = kubectl("create", "-f", "-", "-o", "json", stdin=json.dumps(batch)).stdout
     # kubectl prints one JSON document per created object, back to back.
-    decoder, items, at = json.JSONDecoder(), [], 0
-    while out[at:].strip():
-        item, end = decoder.raw_decode(out, len(out) - len(out[at:].lstrip()))
+    decoder = json.JSONDecoder()
+    items: list[Obj] = []
+    at = 0
+    while (at := len(out) - len(out[at:].lstrip())) < len(out):
+        item, at = decoder.raw_decode(out, at)
         items.append(item)
-        at = end
     assert len(items) == len(reviews), out
     return [bool(item["status"].get("allowed")) for item in items]
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 import subprocess
 import tomllib
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +41,7 @@ def console_scripts() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module", params=OVERLAYS)
-def overlay(request: pytest.FixtureRequest) -> Iterator[tuple[str, list[Obj]]]:
+def overlay(request: pytest.FixtureRequest) -> tuple[str, list[Obj]]:
     """(overlay name, its rendered objects)."""
     try:
         kubectl = find_binaries()["kubectl"]
@@ -56,7 +55,7 @@ def overlay(request: pytest.FixtureRequest) -> Iterator[tuple[str, list[Obj]]]:
         text=True,
         timeout=60,
     )
-    yield name, [d for d in yaml.safe_load_all(out.stdout) if d]
+    return name, [d for d in yaml.safe_load_all(out.stdout) if d]
 
 
 def _of_kind(objects: list[Obj], kind: str) -> list[Obj]:

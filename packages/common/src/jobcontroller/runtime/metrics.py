@@ -11,7 +11,11 @@ Names follow the anchors so existing dashboards keep working: the training-opera
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+
+# The *_created companion series double every counter's exposition for a timestamp that
+# nobody graphs; controller-runtime's Go metrics have none either.
+disable_created_metrics()
 
 _JOB_LABELS = ("job_namespace", "framework")
 
