@@ -86,7 +86,7 @@ async def test_ps_worker_job_creates_pods_services_tf_config_and_succeeds(
         assert svc["spec"]["ports"] == [
             {"name": "tfjob-port", "port": 2222, "protocol": "TCP", "targetPort": 2222}
         ]
-        assert svc["spec"]["selector"] == {k: v for k, v in w1["metadata"]["labels"].items()}
+        assert svc["spec"]["selector"] == w1["metadata"]["labels"]
 
         done = await wait_for(
             kube, TFJOBS, "mnist", namespace=namespace, until=lambda j: condition(j, "Succeeded")
