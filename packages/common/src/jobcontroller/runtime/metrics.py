@@ -15,7 +15,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 
 # The *_created companion series double every counter's exposition for a timestamp that
 # nobody graphs; controller-runtime's Go metrics have none either.
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus-client leaves it unannotated
 
 _JOB_LABELS = ("job_namespace", "framework")
 

@@ -102,10 +102,12 @@ async def install_crds(kube: KubeApi, paths: Iterable[Path]) -> list[str]:
             kube,
             CRDS,
             name,
-            until=lambda o: o is not None
-            and any(
-                c.get("type") == "Established" and c.get("status") == "True"
-                for c in o.get("status", {}).get("conditions", [])
+            until=lambda o: (
+                o is not None
+                and any(
+                    c.get("type") == "Established" and c.get("status") == "True"
+                    for c in o.get("status", {}).get("conditions", [])
+                )
             ),
             timeout=30,
         )
