@@ -52,8 +52,8 @@ cluster-up: bootstrap control-plane
 cluster-down: $(UV)
 	@if [ -d .venv ]; then $(PY) python -m jobcontroller.testing down --dir $(CLUSTER_DIR); else echo "no cluster"; fi
 
-demo: cluster-up
-	$$(bash hack/build-control-plane.sh | tail -n1)/kubectl --kubeconfig $(CLUSTER_DIR)/kubeconfig get nodes -o wide
+demo: bootstrap control-plane
+	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python hack/demo.py
 
 bench: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python bench/bench_workqueue.py

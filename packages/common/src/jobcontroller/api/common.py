@@ -344,6 +344,9 @@ class JobModel(KubeModel, Generic[SpecT]):
     # The container whose ports, exit code and env the operator reads or sets; None means the
     # first container of the template (MPIJob has no named default container).
     DEFAULT_CONTAINER_NAME: ClassVar[str | None]
+    # The ``runPolicy.managedBy`` value naming this kind's own operator (an absent value means
+    # the same); jobs naming anything else are left to that controller.
+    MANAGED_BY_SELF: ClassVar[str] = "kubeflow.org/training-operator"
 
     api_version: str = ""
     kind: str = ""

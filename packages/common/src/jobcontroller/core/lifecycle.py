@@ -21,8 +21,18 @@ from jobcontroller.core.conditions import (
     to_utc_seconds,
 )
 from jobcontroller.core.context import PlanContext
+from jobcontroller.core.names import REPLICA_TYPE_LABEL
 from jobcontroller.core.replicas import PHASE_PENDING, PHASE_RUNNING, phase
-from jobcontroller.core.types import POD, POD_GROUP, SERVICE, CreateObject, DeleteJob, JobMetric
+from jobcontroller.core.types import (
+    POD,
+    POD_GROUP,
+    SERVICE,
+    CreateObject,
+    DeleteJob,
+    JobMetric,
+    Obj,
+    run_policy_delegated,
+)
 
 __all__ = [
     "REASON_RESOURCE_EXISTS",
@@ -109,7 +119,7 @@ def plan_finished(ctx: PlanContext) -> None:
             ctx.delete(POD, pod, reason=f"cleanPodPolicy={policy}")
             removed.add(_name(pod))
         present = {_name(pod) for pod in ctx.observed.pods}
-        for service in ctx.observed.services:
+        for service in _replica_services(ctx):
             name = _name(service)
             # A Service only serves its same-named pod; with the pod gone it is useless.
             if policy == CleanPodPolicy.ALL or name in removed or name not in present:
@@ -123,6 +133,8 @@ def plan_finished(ctx: PlanContext) -> None:
     ttl = ctx.job.run_policy.ttl_seconds_after_finished
     if ttl is None or ctx.job.run_policy.suspend or status.completion_time is None:
         return
+    if run_policy_delegated(ctx.fw, ctx.job):
+        return  # the TTL is an owned object's (MPI's launcher Job); the job itself stays
     remaining = (status.completion_time - ctx.now).total_seconds() + ttl
     if remaining <= 0:
         ctx.actions.append(DeleteJob())
@@ -146,7 +158,7 @@ def finish_transition(ctx: PlanContext) -> None:
         ctx.metrics.append(JobMetric.FAILED)
         reason, cond_type = new_reason(ctx.kind, REASON_FAILED), JobConditionType.FAILED
     cond = status.condition(cond_type)
-    if not ctx.has_event(reason):
+    if not ctx.has_event(reason) and not (cond and cond.reason and ctx.has_event(cond.reason)):
         ctx.event("Normal", reason, (cond.message if cond else None) or reason)
     ctx.actions = [
         action
@@ -161,7 +173,7 @@ def plan_suspended(ctx: PlanContext) -> None:
     a queueing system (Kueue) gets the resources back; keep startTime."""
     for pod in ctx.observed.pods:
         ctx.delete(POD, pod, reason="suspended")
-    for service in ctx.observed.services:
+    for service in _replica_services(ctx):
         ctx.delete(SERVICE, service, reason="suspended")
     _delete_pod_groups(ctx)
     for replica in ctx.status.replica_statuses.values():
@@ -251,6 +263,16 @@ def sync_conflict_condition(ctx: PlanContext) -> None:
     )
     if ctx.conflicts:
         ctx.event("Warning", REASON_RESOURCE_EXISTS, message)
+
+
+def _replica_services(ctx: PlanContext) -> list[Obj]:
+    """The per-replica Services the base built (they carry a replica-type label); any other
+    Service the job owns is its framework's to manage (MPI's job-wide headless Service)."""
+    return [
+        service
+        for service in ctx.observed.services
+        if REPLICA_TYPE_LABEL in ((service.get("metadata") or {}).get("labels") or {})
+    ]
 
 
 def _name(obj: dict[str, object]) -> str:

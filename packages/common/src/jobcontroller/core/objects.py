@@ -16,7 +16,7 @@ from jobcontroller.core.names import (
 )
 from jobcontroller.core.podgroup import decorate_template, gang_enabled
 from jobcontroller.core.restart import pod_restart_policy
-from jobcontroller.core.types import POD, SERVICE, Framework, Obj, PlanConfig
+from jobcontroller.core.types import POD, SERVICE, Framework, Obj, PlanConfig, index_offset
 
 __all__ = ["BuiltPod", "build_pod", "build_service", "service_ports"]
 
@@ -50,7 +50,10 @@ def build_pod(
     labels = dict(metadata.get("labels") or {})
     labels.update(
         replica_labels(
-            controller_name=fw.controller_name, job_name=job.name, rtype=rtype, index=index
+            controller_name=fw.controller_name,
+            job_name=job.name,
+            rtype=rtype,
+            index=index + index_offset(fw, job, rtype),
         )
     )
     if fw.is_master_role(job, rtype, index):
@@ -112,7 +115,10 @@ def build_service(
 ) -> Obj:
     """The headless Service giving one replica a stable DNS name (its pod's name)."""
     selector = replica_labels(
-        controller_name=fw.controller_name, job_name=job.name, rtype=rtype, index=index
+        controller_name=fw.controller_name,
+        job_name=job.name,
+        rtype=rtype,
+        index=index + index_offset(fw, job, rtype),
     )
     service_spec: dict[str, Any] = {"clusterIP": "None", "selector": dict(selector)}
     ports = service_ports(spec.template, container=fw.model.DEFAULT_CONTAINER_NAME)

@@ -44,7 +44,7 @@ from jobcontroller.core.lifecycle import (
     resume_if_suspended,
     sync_conflict_condition,
 )
-from jobcontroller.core.names import MANAGED_BY_SELF, replica_name
+from jobcontroller.core.names import replica_name
 from jobcontroller.core.objects import build_pod, build_service
 from jobcontroller.core.podgroup import (
     delays_pod_creation,
@@ -85,6 +85,8 @@ from jobcontroller.core.types import (
     Plan,
     PlanConfig,
     ReplicaPods,
+    index_offset,
+    run_policy_delegated,
 )
 
 __all__ = ["plan"]
@@ -102,7 +104,7 @@ def plan(
 ) -> Plan:
     """Decide one reconcile of ``raw_job``. Never raises for bad input: a job that cannot be
     parsed or validated is failed with reason ``<Kind>FailedValidation``."""
-    if _managed_elsewhere(raw_job) or is_terminating(raw_job):
+    if _managed_elsewhere(raw_job, own=fw.model.MANAGED_BY_SELF) or is_terminating(raw_job):
         return Plan()
     exact_now = aware(now)
     try:
@@ -145,16 +147,26 @@ def _extra_objects(ctx: PlanContext) -> None:
     failed = ctx.status.condition(JobConditionType.FAILED)
     if failed is not None and failed.reason == new_reason(ctx.kind, REASON_FAILED_VALIDATION):
         return
+    _add_extra_objects(ctx)
+
+
+def _add_extra_objects(ctx: PlanContext) -> None:
+    """The framework's actions and events. Its creations pass the same name check as pods:
+    a name held by an object that is not the job's is never touched and shows up as a
+    conflict (event and Created condition) instead."""
     actions, events = ctx.fw.extra_objects(ctx.job, ctx.observed, ctx.status, now=ctx.now)
-    ctx.actions.extend(actions)
+    for action in actions:
+        if isinstance(action, CreateObject) and not ctx.claimable(action.kind, action.name):
+            continue
+        ctx.actions.append(action)
     ctx.events.extend(events)
 
 
-def _managed_elsewhere(raw_job: Mapping[str, Any]) -> bool:
+def _managed_elsewhere(raw_job: Mapping[str, Any], *, own: str) -> bool:
     spec = raw_job.get("spec")
     run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
     managed_by = run_policy.get("managedBy") if isinstance(run_policy, dict) else None
-    return bool(managed_by) and managed_by != MANAGED_BY_SELF
+    return bool(managed_by) and managed_by != own
 
 
 def _validation_message(kind: str, name: str, errors: Sequence[str]) -> str:
@@ -202,7 +214,12 @@ def _plan_live(ctx: PlanContext) -> None:
     rtypes = [rtype for rtype in fw.pod_replica_types(job) if rtype in specs]
     grouped = pods_by_rtype(ctx.observed.pods, rtypes=rtypes)
     replicas = {
-        rtype: replica_pods(grouped[rtype], rtype=rtype, replicas=specs[rtype].replicas or 0)
+        rtype: replica_pods(
+            grouped[rtype],
+            rtype=rtype,
+            replicas=specs[rtype].replicas or 0,
+            offset=index_offset(fw, job, rtype),
+        )
         for rtype in rtypes
     }
     # Pods past the replica count are being scaled away: they count nowhere, so a failed one
@@ -232,10 +249,8 @@ def _plan_live(ctx: PlanContext) -> None:
     for rtype in rtypes:
         _reconcile_pods(ctx, replicas[rtype])
         _reconcile_services(ctx, rtype, replicas[rtype].replicas)
+    _add_extra_objects(ctx)
     sync_conflict_condition(ctx)
-    actions, events = fw.extra_objects(job, ctx.observed, ctx.status, now=ctx.now)
-    ctx.actions.extend(actions)
-    ctx.events.extend(events)
     ctx.events.extend(fw.update_status(job, ctx.status, replicas=replicas, now=ctx.now))
     if is_finished(ctx.status):
         finish_transition(ctx)
@@ -313,13 +328,16 @@ def _failure_checks(
     ledger: RestartLedger,
 ) -> bool:
     """Fail the job for a permanent exit code, the backoff limit or the deadline; True if so.
-    Otherwise arm the deadline timer (the anchor's timer never fired, #3358)."""
+    Otherwise arm the deadline timer (the anchor's timer never fired, #3358). A framework that
+    delegates its run policy (MPI's launcher Job) gets only the exit-code check."""
     job, failed_reason = ctx.job, new_reason(ctx.kind, REASON_FAILED)
     permanent = [rtype for rtype, _, verdict in decisions if verdict == FailedPodVerdict.FAIL_JOB]
     if permanent:
         message = f'job "{job.name}" is failing because "{permanent[0]}" replica(s) failed.'
         fail(ctx, reason=failed_reason, message=message, event_type="Warning")
         return True
+    if run_policy_delegated(ctx.fw, job):
+        return False
     limit = job.run_policy.backoff_limit
     if limit is not None:
         specs = job.replica_specs()
@@ -461,7 +479,7 @@ def _reconcile_services(ctx: PlanContext, rtype: str, wanted: int) -> None:
     if not ctx.fw.services_for(job, rtype):
         return
     mine = pods_by_rtype(ctx.observed.services, rtypes=[rtype])[rtype]
-    by_index = group_by_index(mine)
+    by_index = group_by_index(mine, offset=index_offset(ctx.fw, job, rtype))
     for index in range(wanted):
         if by_index.get(index):
             continue

@@ -76,19 +76,19 @@ def pods_by_rtype(pods: Iterable[Obj], *, rtypes: Iterable[str]) -> dict[str, li
     return out
 
 
-def group_by_index(objs: Iterable[Obj]) -> dict[int, list[Obj]]:
-    """Objects by ``replica-index``; objects without a valid index are left out (the anchor
-    logs and ignores them)."""
+def group_by_index(objs: Iterable[Obj], *, offset: int = 0) -> dict[int, list[Obj]]:
+    """Objects by slot (``replica-index`` minus ``offset``); objects without a valid index
+    are left out (the anchor logs and ignores them)."""
     out: dict[int, list[Obj]] = {}
     for obj in objs:
         index = replica_index(obj)
-        if index is not None and index >= 0:
-            out.setdefault(index, []).append(obj)
+        if index is not None and index - offset >= 0:
+            out.setdefault(index - offset, []).append(obj)
     return out
 
 
-def replica_pods(pods: Sequence[Obj], *, rtype: str, replicas: int) -> ReplicaPods:
-    return ReplicaPods(rtype=rtype, replicas=replicas, by_index=group_by_index(pods))
+def replica_pods(pods: Sequence[Obj], *, rtype: str, replicas: int, offset: int = 0) -> ReplicaPods:
+    return ReplicaPods(rtype=rtype, replicas=replicas, by_index=group_by_index(pods, offset=offset))
 
 
 def count_replica_status(pods: Iterable[Obj]) -> ReplicaStatus:

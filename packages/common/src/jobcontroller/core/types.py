@@ -118,6 +118,9 @@ class Observed:
     owned: Mapping[str, Sequence[Obj]] = field(default_factory=dict)
     """Other owned objects by kind (PodGroup, ConfigMap, Secret, Job, HorizontalPodAutoscaler)."""
     lookup: Callable[[str, str], Obj | None] = lambda kind, name: None
+    controlled_by: Callable[[str, str], Sequence[Obj]] = lambda kind, uid: ()
+    """``controlled_by(kind, uid)``: cached objects of ``kind`` whose controller has ``uid``,
+    to read the children of an owned object (the pods of MPI's launcher Job)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +143,19 @@ class ReplicaPods:
     rtype: str
     replicas: int
     by_index: Mapping[int, Sequence[Obj]]
+
+
+def index_offset(fw: Framework, job: JobModel[Any], rtype: str) -> int:
+    """``fw.replica_index_offset``; 0 for frameworks written before that hook existed (plain
+    protocol implementations rather than JobController subclasses)."""
+    hook = getattr(fw, "replica_index_offset", None)
+    return int(hook(job, rtype)) if hook is not None else 0
+
+
+def run_policy_delegated(fw: Framework, job: JobModel[Any]) -> bool:
+    """``fw.delegates_run_policy``; False for frameworks written before that hook existed."""
+    hook = getattr(fw, "delegates_run_policy", None)
+    return bool(hook(job)) if hook is not None else False
 
 
 class Framework(Protocol):
@@ -178,6 +194,16 @@ class Framework(Protocol):
         ...
 
     def is_master_role(self, job: JobModel[Any], rtype: str, index: int) -> bool: ...
+
+    def replica_index_offset(self, job: JobModel[Any], rtype: str) -> int:
+        """Added to a slot's index in its ``replica-index`` label (and Service selector); pod
+        names keep the slot index. MPI workers start at 1 when the launcher is worker 0."""
+        ...
+
+    def delegates_run_policy(self, job: JobModel[Any]) -> bool:
+        """True when backoffLimit, activeDeadlineSeconds and ttlSecondsAfterFinished belong
+        to an object the framework owns (MPI's launcher Job), so the base enforces none."""
+        ...
 
     def services_for(self, job: JobModel[Any], rtype: str) -> bool:
         """Whether the base creates a headless Service per pod of ``rtype``."""

@@ -91,7 +91,17 @@ def up(directory: Path, nodes: int) -> int:
     return 1
 
 
+def _stop_extras(directory: Path) -> None:
+    """Stop process groups that tools (the demo's operators) listed in ``<dir>/*.pids``."""
+    for pids in directory.glob("*.pids"):
+        for text in pids.read_text().split():
+            with contextlib.suppress(ValueError, ProcessLookupError, PermissionError):
+                os.killpg(int(text), signal.SIGTERM)
+
+
 def down(directory: Path, *, quiet: bool = False) -> int:
+    if directory.exists():
+        _stop_extras(directory)
     pid = _pid(directory)
     if pid is not None:
         os.kill(pid, signal.SIGTERM)
