@@ -68,6 +68,7 @@ from jobcontroller.core import (
     set_condition,
     terminated_state,
 )
+from jobcontroller.core.podgroup import decorate_template, gang_enabled
 from jobcontroller.operator import add_job_flags, plan_config, run_job_operator
 from jobcontroller.runtime.kube import (
     CONFIGMAPS,
@@ -125,8 +126,10 @@ __all__ = [
     "Resource",
     "add_job_flags",
     "count_replica_status",
+    "decorate_template",
     "exit_code_of",
     "expectation_key",
+    "gang_enabled",
     "group_by_index",
     "is_controlled_by",
     "is_failed",

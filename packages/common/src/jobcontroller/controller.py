@@ -80,6 +80,25 @@ def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _after_own_patch(cached: Obj, patched: Obj | None) -> Obj:
+    """The job to write the status against: ``cached``, moved to the resourceVersion of our
+    own patch of it in the same reconcile.
+
+    Without this, the status PUT after a ledger patch always answers 409 and the status planned
+    with the restart (the Restarting condition) is lost: the next plan no longer sees the
+    deleted pod. Moving on is safe only if the patch response shows nothing else we have not
+    planned from: the same spec generation and the same status.
+    """
+    if patched is None:
+        return cached
+    meta, new_meta = cached.get("metadata") or {}, patched.get("metadata") or {}
+    if new_meta.get("generation") != meta.get("generation") or (patched.get("status") or {}) != (
+        cached.get("status") or {}
+    ):
+        return cached
+    return {**cached, "metadata": {**meta, "resourceVersion": new_meta.get("resourceVersion")}}
+
+
 class JobController:
     """Reconciles one job kind. See the module docstring; subclasses override hooks."""
 
@@ -122,6 +141,9 @@ class JobController:
         self._metrics: Metrics | None = None
         self._queue: WorkQueue[str] | None = None
         self._write_slots = asyncio.Semaphore(_WRITE_CONCURRENCY)
+        # The job as returned by this reconcile's own patch of it (the restart ledger), by key;
+        # one worker per key, so a reconcile only ever sees its own entry.
+        self._patched_jobs: dict[str, Obj] = {}
 
     # ----------------------------------------------------------------- Framework defaults
 
@@ -137,6 +159,12 @@ class JobController:
         return ordered + sorted(rt for rt in specs if rt not in ordered)
 
     def is_master_role(self, job: JobModel[Any], rtype: str, index: int) -> bool:
+        return False
+
+    def replica_index_offset(self, job: JobModel[Any], rtype: str) -> int:
+        return 0
+
+    def delegates_run_policy(self, job: JobModel[Any]) -> bool:
         return False
 
     def services_for(self, job: JobModel[Any], rtype: str) -> bool:
@@ -164,6 +192,17 @@ class JobController:
         self, job: JobModel[Any], observed: Observed, status: JobStatus, *, now: dt.datetime
     ) -> tuple[list[Action], list[Event]]:
         return [], []
+
+    # ------------------------------------------------------------------ executor hooks
+
+    def materialize(self, action: CreateObject) -> CreateObject:
+        """The object to send for a planned creation, called just before the API call.
+
+        Plans are pure and deterministic, so content that must be fresh and random (MPI's SSH
+        key pair) cannot be in them: the plan asks for the object and this hook fills it in.
+        Whatever it adds goes to the apiserver only, never to logs or events.
+        """
+        return action
 
     # -------------------------------------------------------------------------- wiring
 
@@ -214,9 +253,10 @@ class JobController:
         for kind in self._resources:
             self.expectations.delete(f"{prefix}/{kind}")
 
-    def _owner_job_key(self, obj: Obj) -> str | None:
-        """The key of the job that controls ``obj``, or (for foreign objects wearing our
-        job-name label) of the job whose names they may block."""
+    def _owner_job_key(self, obj: Obj) -> tuple[str | None, bool]:
+        """The key of the job that controls ``obj`` (and True), or, for other objects wearing
+        our job-name label, the key of that job (and False): foreign objects may block its
+        names, and objects of its own children (a launcher Job's pods) feed its status."""
         meta = obj.get("metadata", {})
         ns = meta.get("namespace", "")
         for ref in meta.get("ownerReferences") or ():
@@ -226,19 +266,20 @@ class JobController:
                 and ref.get("kind") == self.model.KIND
                 and group == self.model.GROUP
             ):
-                return f"{ns}/{ref.get('name')}"
+                return f"{ns}/{ref.get('name')}", True
         job_name = (meta.get("labels") or {}).get(LABEL_JOB_NAME)
-        return f"{ns}/{job_name}" if job_name else None
+        return (f"{ns}/{job_name}" if job_name else None), False
 
     def _owned_changed(
         self, kind: str, obj: Obj, *, created: bool = False, deleted: bool = False
     ) -> None:
-        key = self._owner_job_key(obj)
+        key, controlled = self._owner_job_key(obj)
         if key is None or self._queue is None:
             return
-        if created:
+        # Only objects the job controls settle its expectations: it raised them for those.
+        if controlled and created:
             self.expectations.creation_observed(f"{key}/{kind}")
-        elif deleted:
+        elif controlled and deleted:
             self.expectations.deletion_observed(f"{key}/{kind}")
         self._queue.add(key)
 
@@ -257,8 +298,18 @@ class JobController:
             informer = self._informers.get(kind)
             return informer.store.get(ns, name) if informer else None
 
+        def controlled_by(kind: str, owner_uid: str) -> tuple[Obj, ...]:
+            informer = self._informers.get(kind)
+            return tuple(informer.store.by_owner_uid(owner_uid)) if informer else ()
+
         others = {k: owned(k) for k in self._resources if k not in (POD, SERVICE)}
-        return Observed(pods=owned(POD), services=owned(SERVICE), owned=others, lookup=lookup)
+        return Observed(
+            pods=owned(POD),
+            services=owned(SERVICE),
+            owned=others,
+            lookup=lookup,
+            controlled_by=controlled_by,
+        )
 
     async def reconcile(self, key: str) -> float | None:
         namespace, _, name = key.partition("/")
@@ -272,11 +323,12 @@ class JobController:
         now = self._clock()
         result = plan(self, raw, self.observe(raw), now=now, config=self.config)
         errors = await self._execute(key, raw, result.actions)
+        patched = self._patched_jobs.pop(key, None)
         for event in result.events:
             self._record(raw, event)
         self._count(raw, result.metrics)
         if result.status is not None and not errors:
-            await self._write_status(raw, result.status)
+            await self._write_status(_after_own_patch(raw, patched), result.status)
         if errors:
             raise errors[0]
         return result.requeue_after
@@ -310,9 +362,11 @@ class JobController:
                     if action.kind == self.model.KIND
                     else self._resources[action.kind]
                 )
-                await self._api.merge_patch(
+                patched = await self._api.merge_patch(
                     resource, action.name, action.patch, namespace=action.namespace
                 )
+                if action.kind == self.model.KIND and action.name == job["metadata"]["name"]:
+                    self._patched_jobs[key] = patched
             elif isinstance(action, DeleteJob):
                 await self._delete_job(job)
 
@@ -321,7 +375,8 @@ class JobController:
         exp = f"{key}/{action.kind}"
         self.expectations.expect_creations(exp, 1)
         try:
-            await self._api.create(self._resources[action.kind], action.body, namespace=ns)
+            body = self.materialize(action).body
+            await self._api.create(self._resources[action.kind], body, namespace=ns)
         except ApiError as exc:
             self.expectations.lower_creations(exp, 1)
             self._warn(
