@@ -19,7 +19,6 @@ import contextlib
 import copy
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -30,9 +29,14 @@ from typing import Any
 
 import yaml
 
-from jobcontroller.runtime.kube import NAMESPACES, SERVICE_ACCOUNTS, ApiError, KubeApi, Resource
+from jobcontroller.runtime.kube import NAMESPACES, ApiError, KubeApi, Resource
 from jobcontroller.testing.binaries import find_binaries
-from jobcontroller.testing.controlplane import free_port
+from jobcontroller.testing.deployments import (
+    LocalCommand,
+    deployment_command,
+    render_kustomize,
+    token_kubeconfig,
+)
 from jobcontroller.testing.pods import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,8 +83,9 @@ def cluster_up() -> None:
 
 
 def rendered_manifests() -> list[dict[str, Any]]:
-    text = kubectl("kustomize", str(ROOT / "manifests" / "overlays" / "standalone"))
-    return [d for d in yaml.safe_load_all(text) if d]
+    return render_kustomize(
+        find_binaries()["kubectl"], ROOT / "manifests" / "overlays" / "standalone"
+    )
 
 
 def install(docs: list[dict[str, Any]]) -> None:
@@ -90,51 +95,15 @@ def install(docs: list[dict[str, Any]]) -> None:
     kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
 
 
-async def token_kubeconfig(kube: KubeApi, *, service_account: str, namespace: str) -> Path:
-    """A kubeconfig authenticating as the ServiceAccount (TokenRequest API)."""
-    path = SERVICE_ACCOUNTS.path(namespace=namespace, name=service_account, subresource="token")
-    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest"}
-    body["spec"] = {"expirationSeconds": 3600 * 24}
-    result = await kube.request("POST", path, body=body)
-    admin = yaml.safe_load((CLUSTER / "kubeconfig").read_text())
-    admin["users"] = [{"name": service_account, "user": {"token": result["status"]["token"]}}]
-    admin["contexts"][0]["context"]["user"] = service_account
-    out = CLUSTER / f"kubeconfig-{service_account}"
-    out.write_text(yaml.safe_dump(admin))
-    return out
-
-
-def deployment_command(
-    deployment: dict[str, Any], *, kubeconfig: Path
-) -> tuple[list[str], int, int]:
-    """The Deployment's command line, as the kubelet would expand it, made local."""
-    container = deployment["spec"]["template"]["spec"]["containers"][0]
-    env = {"POD_NAMESPACE": deployment["metadata"]["namespace"]}
-    argv = [
-        re.sub(r"\$\((\w+)\)", lambda m: env.get(m[1], m[0]), a)
-        for a in container["command"] + container.get("args", [])
-    ]
-    metrics, health = free_port(), free_port()
-    local = []
-    for arg in argv:
-        if arg.startswith("--metrics-port="):
-            arg = f"--metrics-port={metrics}"
-        elif arg.startswith("--health-port="):
-            arg = f"--health-port={health}"
-        local.append(arg)
-    bindir = Path(sys.executable).parent
-    local[0] = str(bindir / local[0])
-    return [*local, f"--kubeconfig={kubeconfig}", "--bind-address=127.0.0.1"], metrics, health
-
-
 def start_operators(
-    commands: dict[str, tuple[list[str], int, int]],
+    commands: dict[str, LocalCommand],
 ) -> dict[str, subprocess.Popen[bytes]]:
     step("starting the operators with their Deployments' command lines")
     logs = CLUSTER / "logs"
     logs.mkdir(exist_ok=True)
     procs = {}
-    for name, (argv, _, _) in commands.items():
+    for name, command in commands.items():
+        argv = command.argv
         print("  " + " ".join(Path(argv[0]).name if i == 0 else a for i, a in enumerate(argv)))
         out = (logs / f"{name}.log").open("ab")
         procs[name] = subprocess.Popen(
@@ -142,7 +111,8 @@ def start_operators(
         )
     (CLUSTER / "operators.pids").write_text("\n".join(str(p.pid) for p in procs.values()))
     deadline = time.monotonic() + 60
-    for name, (_, _, health) in commands.items():
+    for name, command in commands.items():
+        health = command.health_port
         while True:
             if procs[name].poll() is not None:
                 raise SystemExit(f"{name} exited; see {logs / (name + '.log')}")
@@ -239,7 +209,11 @@ async def demo() -> int:
         for name, dep in deployments.items():
             sa = dep["spec"]["template"]["spec"]["serviceAccountName"]
             kc = await token_kubeconfig(
-                kube, service_account=sa, namespace=dep["metadata"]["namespace"]
+                kube,
+                admin_kubeconfig=CLUSTER / "kubeconfig",
+                service_account=sa,
+                namespace=dep["metadata"]["namespace"],
+                out=CLUSTER / f"kubeconfig-{sa}",
             )
             commands[name] = deployment_command(dep, kubeconfig=kc)
         start_operators(commands)
@@ -268,7 +242,8 @@ async def demo() -> int:
             end="",
         )
         step("a few lines of each operator's /metrics")
-        for name, (_, metrics_port, _) in commands.items():
+        for name, command in commands.items():
+            metrics_port = command.metrics_port
             url = f"http://127.0.0.1:{metrics_port}/metrics"
             with urllib.request.urlopen(url, timeout=5) as r:  # noqa: ASYNC210 (a demo, at the end)
                 lines = [
