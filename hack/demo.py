@@ -245,7 +245,7 @@ async def demo() -> int:
         for name, command in commands.items():
             metrics_port = command.metrics_port
             url = f"http://127.0.0.1:{metrics_port}/metrics"
-            with urllib.request.urlopen(url, timeout=5) as r:  # noqa: ASYNC210 (a demo, at the end)
+            with urllib.request.urlopen(url, timeout=5) as r:
                 lines = [
                     ln
                     for ln in r.read().decode().splitlines()
