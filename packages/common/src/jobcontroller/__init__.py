@@ -69,6 +69,7 @@ from jobcontroller.core import (
     terminated_state,
 )
 from jobcontroller.core.podgroup import decorate_template, gang_enabled
+from jobcontroller.core.quantity import parse_quantity
 from jobcontroller.operator import add_job_flags, plan_config, run_job_operator
 from jobcontroller.runtime.kube import (
     CONFIGMAPS,
@@ -142,6 +143,7 @@ __all__ = [
     "is_terminating",
     "new_reason",
     "owner_reference",
+    "parse_quantity",
     "phase",
     "plan",
     "plan_config",

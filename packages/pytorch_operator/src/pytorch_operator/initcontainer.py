@@ -7,8 +7,10 @@ open (pytorch-operator #333), and busybox's own ``nslookup`` mishandles the DNS 
 (pytorch-operator #216). This one loops on ``nc -z -w 2 <host> <port>`` instead: ``nc``
 resolves the short name through the C library, with the search path the training process
 will use, and succeeds only once the port accepts a TCP connection, so "resolves" and
-"listens" are checked together. Any image with a shell, ``seq`` and an ``nc`` that knows
-``-z`` works: busybox (the default), alpine, or one with netcat-openbsd.
+"listens" are checked together. Any image with a shell, ``seq``, ``grep`` and an ``nc`` that
+knows ``-z`` works: the official busybox images (the default), alpine, or one with
+netcat-openbsd. Some distributions build busybox without ``-z`` (Debian's); the script checks
+first and exits at once with a message naming the flag to change, rather than waiting in vain.
 
 The loop gives up after ``max_tries`` attempts two seconds apart (the anchor's #1756 fix for
 workers that waited forever); the pod's restart policy then decides what happens next. The
@@ -36,6 +38,10 @@ DEFAULT_INIT_CONTAINER_IMAGE = "busybox:1.36"
 DEFAULT_INIT_CONTAINER_MAX_TRIES = 100
 
 WAIT_FOR_MASTER_SCRIPT = """\
+if nc -z -w 1 127.0.0.1 1 2>&1 | grep -q "invalid option"; then
+  echo "this image's nc has no -z option; choose another --pytorch-init-container-image"
+  exit 2
+fi
 for i in $(seq "$MAX_TRIES"); do
   if nc -z -w 2 "$MASTER_ADDR" "$MASTER_PORT"; then
     echo "master $MASTER_ADDR:$MASTER_PORT accepts connections"

@@ -1,0 +1,187 @@
+"""PyTorchJob: the JobController hooks that make torch.distributed training work.
+
+What is PyTorch-specific: the rendezvous environment in every container (env.py), the Worker
+init container that waits for the Master (initcontainer.py), the HPA of an elastic job with
+metrics (hpa.py), the label selector behind the scale subresource, and the success rule: the
+Master decides; without one, all workers must succeed, or any one of an elastic job's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any, ClassVar, cast
+
+from jobcontroller import (
+    HPAS,
+    JOB_NAME_LABEL,
+    OPERATOR_NAME_LABEL,
+    REASON_FAILED,
+    REASON_RESTARTING,
+    REASON_RUNNING,
+    REASON_SUCCEEDED,
+    REPLICA_TYPE_LABEL,
+    Action,
+    Event,
+    JobController,
+    Observed,
+    PlanConfig,
+    ReplicaPods,
+    Resource,
+    is_finished,
+    new_reason,
+    set_condition,
+)
+from jobcontroller.api import JobConditionType, JobModel, JobStatus, RestartPolicy
+from pytorch_operator.api import (
+    PyTorchJob,
+    PyTorchReplicaType,
+    default_pytorchjob,
+    validate_pytorchjob,
+)
+from pytorch_operator.env import add_env, pod_env
+from pytorch_operator.hpa import HPA, hpa_actions
+from pytorch_operator.initcontainer import (
+    DEFAULT_INIT_CONTAINER_IMAGE,
+    DEFAULT_INIT_CONTAINER_MAX_TRIES,
+    add_init_container,
+)
+
+__all__ = ["PyTorchJobController", "replica_selector"]
+
+_MASTER = PyTorchReplicaType.MASTER
+_WORKER = PyTorchReplicaType.WORKER
+
+
+def replica_selector(*, controller_name: str, job_name: str, rtype: str) -> str:
+    """The pods of one replica type as a label-selector string (metav1.FormatLabelSelector:
+    keys sorted), which the scale subresource hands to an HPA to find the pods it measures."""
+    labels = {
+        OPERATOR_NAME_LABEL: controller_name,
+        JOB_NAME_LABEL: job_name,
+        REPLICA_TYPE_LABEL: rtype.lower(),
+    }
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
+class PyTorchJobController(JobController):
+    model = PyTorchJob
+    framework_name = "pytorch"
+    controller_name = "pytorchjob-controller"
+    owned_resources: ClassVar[Mapping[str, Resource]] = {HPA: HPAS}
+
+    def __init__(
+        self,
+        *,
+        config: PlanConfig | None = None,
+        init_container_image: str = DEFAULT_INIT_CONTAINER_IMAGE,
+        init_container_max_tries: int = DEFAULT_INIT_CONTAINER_MAX_TRIES,
+    ) -> None:
+        super().__init__(config=config)
+        self.init_container_image = init_container_image
+        """Image of the Worker init container; it needs sh, seq, grep and ``nc -z``."""
+        self.init_container_max_tries = init_container_max_tries
+        """Connection attempts, two seconds apart, before the init container gives up."""
+
+    def set_defaults(self, job: JobModel[Any]) -> JobModel[Any]:
+        return default_pytorchjob(cast(PyTorchJob, job))
+
+    def validate(self, job: JobModel[Any]) -> list[str]:
+        return validate_pytorchjob(cast(PyTorchJob, job))
+
+    def is_master_role(self, job: JobModel[Any], rtype: str, index: int) -> bool:
+        return rtype == _MASTER
+
+    def set_cluster_spec(
+        self,
+        job: JobModel[Any],
+        template: dict[str, Any],
+        *,
+        rtype: str,
+        index: int,
+        config: PlanConfig,
+    ) -> None:
+        ptjob = cast(PyTorchJob, job)
+        add_env(template, pod_env(ptjob, rtype=rtype, index=index))
+        add_init_container(
+            ptjob,
+            template,
+            rtype=rtype,
+            image=self.init_container_image,
+            max_tries=self.init_container_max_tries,
+        )
+
+    def extra_objects(
+        self, job: JobModel[Any], observed: Observed, status: JobStatus, *, now: dt.datetime
+    ) -> tuple[list[Action], list[Event]]:
+        wanted = not (job.run_policy.suspend or is_finished(status))
+        return hpa_actions(
+            cast(PyTorchJob, job), observed, wanted=wanted, controller_name=self.controller_name
+        )
+
+    def update_status(
+        self,
+        job: JobModel[Any],
+        status: JobStatus,
+        *,
+        replicas: Mapping[str, ReplicaPods],
+        now: dt.datetime,
+    ) -> list[Event]:
+        ptjob = cast(PyTorchJob, job)
+        specs = ptjob.spec.pytorch_replica_specs
+        kind, key = PyTorchJob.KIND, job.key
+        has_master = _MASTER in specs
+        elastic = ptjob.spec.elastic_policy is not None
+
+        def set_(cond: str, reason: str, message: str) -> None:
+            set_condition(
+                status, cond_type=cond, reason=new_reason(kind, reason), message=message, now=now
+            )
+
+        def succeed() -> list[Event]:
+            set_(
+                JobConditionType.SUCCEEDED,
+                REASON_SUCCEEDED,
+                f"{kind} {key} successfully completed.",
+            )
+            return []
+
+        for rtype, replica_status in status.replica_statuses.items():
+            replica_status.selector = replica_selector(
+                controller_name=self.controller_name, job_name=job.name, rtype=rtype
+            )
+        for rtype in (r for r in (_MASTER, _WORKER) if r in specs):
+            counts = status.replica_statuses.get(rtype)
+            if counts is None:
+                continue
+            wanted = specs[rtype].replicas or 0
+            remaining = wanted - counts.succeeded
+            if has_master and rtype == _MASTER:
+                if counts.active > 0:
+                    set_(JobConditionType.RUNNING, REASON_RUNNING, f"{kind} {key} is running.")
+                if remaining == 0:
+                    return succeed()
+            elif not has_master and rtype == _WORKER:
+                if remaining == 0 or (elastic and counts.succeeded > 0):
+                    return succeed()
+                if counts.active > 0:
+                    set_(JobConditionType.RUNNING, REASON_RUNNING, f"{kind} {key} is running.")
+            if counts.failed > 0 and wanted > counts.succeeded + counts.active:
+                failure = f"{counts.failed} {rtype} replica(s) failed."
+                if specs[rtype].restart_policy == RestartPolicy.NEVER:
+                    set_(
+                        JobConditionType.FAILED,
+                        REASON_FAILED,
+                        f"{kind} {key} has failed because {failure}",
+                    )
+                    return []
+                # The base is recreating the failed pods (or has failed the job, for an ExitCode
+                # policy and a permanent exit code). Restarting is set after Running so that a
+                # running Master does not hide a worker's restart.
+                set_(
+                    JobConditionType.RESTARTING,
+                    REASON_RESTARTING,
+                    f"{kind} {key} is restarting because {failure}",
+                )
+        return []
+        return []

@@ -1,0 +1,136 @@
+"""The Worker init container: when pods get it, what it looks like, and what its script does.
+
+The script runs under the system ``sh`` with a stand-in ``nc`` (and a ``sleep`` that does not
+sleep) first on PATH, so its loop is exercised without a network or a cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytorch_operator.api import PyTorchJob, default_pytorchjob
+from pytorch_operator.initcontainer import (
+    INIT_CONTAINER_NAME,
+    WAIT_FOR_MASTER_SCRIPT,
+    add_init_container,
+    init_container,
+)
+
+
+def _replica(replicas: int, *, port: int | None = None) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "pytorch", "image": "pt:1"}
+    if port is not None:
+        container["ports"] = [{"name": "pytorchjob-port", "containerPort": port}]
+    return {"replicas": replicas, "template": {"spec": {"containers": [container]}}}
+
+
+def _job(specs: dict[str, Any], **spec: Any) -> PyTorchJob:
+    raw = {
+        "metadata": {"name": "mnist", "namespace": "ns"},
+        "spec": {"pytorchReplicaSpecs": specs, **spec},
+    }
+    return default_pytorchjob(PyTorchJob.parse(raw))
+
+
+def test_workers_of_a_job_with_a_master_wait_for_the_masters_address_and_port() -> None:
+    job = _job({"Master": _replica(1, port=29500), "Worker": _replica(2)})
+    container = init_container(job, image="busybox:1.36", max_tries=7)
+    assert container is not None
+    assert (container["name"], container["image"]) == ("init-pytorch", "busybox:1.36")
+    assert container["command"] == ["sh", "-c", WAIT_FOR_MASTER_SCRIPT]
+    assert container["env"] == [
+        {"name": "MASTER_ADDR", "value": "mnist-master-0"},
+        {"name": "MASTER_PORT", "value": "29500"},
+        {"name": "MAX_TRIES", "value": "7"},
+    ]
+    assert container["resources"]["limits"] == {"cpu": "100m", "memory": "20Mi"}
+
+
+@pytest.mark.parametrize(
+    ("specs", "rtype", "elastic"),
+    [
+        ({"Master": _replica(1), "Worker": _replica(1)}, "Master", None),
+        ({"Worker": _replica(2)}, "Worker", None),
+        ({"Worker": _replica(2)}, "Worker", {"minReplicas": 1}),
+    ],
+    ids=["the-master-itself", "no-master", "elastic-no-master"],
+)
+def test_pods_with_nobody_to_wait_for_get_no_init_container(
+    specs: dict[str, Any], rtype: str, elastic: dict[str, Any] | None
+) -> None:
+    job = _job(specs, **({"elasticPolicy": elastic} if elastic is not None else {}))
+    template: dict[str, Any] = {"spec": {"containers": []}}
+    add_init_container(job, template, rtype=rtype, image="busybox", max_tries=1)
+    assert "initContainers" not in template["spec"]
+
+
+def test_init_container_goes_after_the_users_own_and_is_not_added_twice() -> None:
+    job = _job({"Master": _replica(1), "Worker": _replica(1)})
+    template: dict[str, Any] = {"spec": {"initContainers": [{"name": "fetch-data"}]}}
+    for _ in range(2):
+        add_init_container(job, template, rtype="Worker", image="busybox", max_tries=1)
+    assert [c["name"] for c in template["spec"]["initContainers"]] == [
+        "fetch-data",
+        INIT_CONTAINER_NAME,
+    ]
+
+
+def _run_script(
+    tmp_path: Path, nc_body: str, *, max_tries: int
+) -> subprocess.CompletedProcess[str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in {"nc": nc_body, "sleep": "exit 0"}.items():
+        tool = bin_dir / name
+        tool.write_text(f"#!/bin/sh\n{body}\n")
+        tool.chmod(0o755)
+    env = {
+        "PATH": f"{bin_dir}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "MASTER_ADDR": "mnist-master-0",
+        "MASTER_PORT": "23456",
+        "MAX_TRIES": str(max_tries),
+        "CALLS": str(tmp_path / "calls"),
+    }
+    return subprocess.run(
+        ["sh", "-c", WAIT_FOR_MASTER_SCRIPT],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+
+
+# Records its arguments; the probe against 127.0.0.1 (the -z support check) is refused.
+_NC_UP_ON_THIRD_TRY = """
+[ "$4" = 127.0.0.1 ] && exit 1
+echo "$@" >> "$CALLS"
+[ "$(wc -l < "$CALLS")" -ge 3 ]
+"""
+
+
+def test_script_retries_until_the_master_port_accepts_connections(tmp_path: Path) -> None:
+    result = _run_script(tmp_path, _NC_UP_ON_THIRD_TRY, max_tries=5)
+    assert result.returncode == 0, result.stdout + result.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls == ["-z -w 2 mnist-master-0 23456"] * 3
+    assert "waiting for master mnist-master-0:23456 (2/5)" in result.stdout
+
+
+def test_script_gives_up_after_max_tries(tmp_path: Path) -> None:
+    result = _run_script(tmp_path, _NC_UP_ON_THIRD_TRY, max_tries=2)
+    assert result.returncode == 1
+    assert len((tmp_path / "calls").read_text().splitlines()) == 2
+    assert "not reachable after 2 tries" in result.stdout
+
+
+def test_script_fails_fast_when_nc_has_no_z_option(tmp_path: Path) -> None:
+    no_z = "echo \"nc: invalid option -- 'z'\" >&2; exit 1"
+    result = _run_script(tmp_path, no_z, max_tries=100)
+    assert result.returncode == 2
+    assert "--pytorch-init-container-image" in result.stdout
