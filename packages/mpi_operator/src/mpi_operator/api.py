@@ -169,6 +169,7 @@ class MPIJob(JobModel[MPIJobSpec]):
     REPLICA_TYPES: ClassVar[tuple[str, ...]] = _REPLICA_TYPES
     # mpi-operator uses the first container of each template.
     DEFAULT_CONTAINER_NAME: ClassVar[str | None] = None
+    MANAGED_BY_SELF: ClassVar[str] = MANAGED_BY_VALUES[0]
 
 
 def default_mpijob(job: MPIJob) -> MPIJob:

@@ -1,0 +1,379 @@
+"""MPIJob: the JobController hooks that reproduce mpi-operator v2beta1.
+
+The base runs the workers (one pod per index, never recreated: retries are the launcher's).
+Everything else is MPI's own and comes from ``extra_objects``: the job-wide headless Service,
+the ``<job>-config`` hostfile ConfigMap, the ``<job>-ssh`` Secret and the launcher, a batch/v1
+Job that carries runPolicy's backoffLimit, activeDeadlineSeconds and ttlSecondsAfterFinished.
+The job's fate follows the launcher Job (read in ``extra_objects``, which sees it); eviction of
+a worker and the Running rule come from the workers (``update_status``).
+
+The SSH key pair is random, so the plan only asks for the Secret and :meth:`materialize` (run
+by the executor just before the create) puts a fresh pair in it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from jobcontroller import (
+    CONFIGMAPS,
+    JOBS,
+    POD,
+    REASON_RUNNING,
+    SECRETS,
+    SERVICE,
+    Action,
+    CreateObject,
+    DeleteObject,
+    Event,
+    JobController,
+    Obj,
+    Observed,
+    PatchObject,
+    PlanConfig,
+    ReplicaPods,
+    is_finished,
+    is_terminating,
+    new_reason,
+    phase,
+    set_condition,
+)
+from jobcontroller.api import (
+    CleanPodPolicy,
+    JobConditionType,
+    JobModel,
+    JobStatus,
+)
+from mpi_operator.api import (
+    LauncherCreationPolicy,
+    MPIJob,
+    MPIReplicaType,
+    default_mpijob,
+    validate_mpijob,
+)
+from mpi_operator.hostfile import (
+    OPERATOR_NAME,
+    config_map,
+    config_map_name,
+    job_service,
+    launcher_name,
+    worker_name,
+)
+from mpi_operator.launcher import (
+    apply_launcher_status,
+    configure_worker,
+    job_finished,
+    launcher_job,
+    launcher_template,
+    pod_reason,
+)
+from mpi_operator.ssh import has_key_pair, secret_name, ssh_secret, with_key_pair
+
+__all__ = ["MPIJobController"]
+
+CONFIG_MAP, SECRET, JOB = CONFIGMAPS.kind, SECRETS.kind, JOBS.kind
+REASON_EVICTED = "MPIJobEvicted"
+
+
+@dataclass(frozen=True, slots=True)
+class _Owned:
+    """The MPI objects of one job found in the caches (None when absent)."""
+
+    service: Obj | None
+    config_map: Obj | None
+    secret: Obj | None
+    launcher: Obj | None
+
+    @classmethod
+    def of(cls, job: MPIJob, observed: Observed) -> _Owned:
+        def named(objs: Sequence[Obj], name: str) -> Obj | None:
+            return next((o for o in objs if o.get("metadata", {}).get("name") == name), None)
+
+        return cls(
+            service=named(observed.services, job.name),
+            config_map=named(observed.owned.get(CONFIG_MAP, ()), config_map_name(job)),
+            secret=named(observed.owned.get(SECRET, ()), secret_name(job)),
+            launcher=named(observed.owned.get(JOB, ()), launcher_name(job)),
+        )
+
+
+class MPIJobController(JobController):
+    model = MPIJob
+    framework_name = "mpi"
+    controller_name = OPERATOR_NAME
+    owned_resources = {CONFIG_MAP: CONFIGMAPS, SECRET: SECRETS, JOB: JOBS}
+
+    # ------------------------------------------------------------------ base hooks
+
+    def set_defaults(self, job: JobModel[Any]) -> JobModel[Any]:
+        return default_mpijob(cast(MPIJob, job))
+
+    def validate(self, job: JobModel[Any]) -> list[str]:
+        return validate_mpijob(cast(MPIJob, job))
+
+    def pod_replica_types(self, job: JobModel[Any]) -> list[str]:
+        return [MPIReplicaType.WORKER]  # the launcher is a batch Job
+
+    def services_for(self, job: JobModel[Any], rtype: str) -> bool:
+        return False  # one job-wide Service instead of one per pod
+
+    def recreate_failed_pods(self, job: JobModel[Any], rtype: str) -> bool:
+        return False
+
+    def delegates_run_policy(self, job: JobModel[Any]) -> bool:
+        return True
+
+    def replica_index_offset(self, job: JobModel[Any], rtype: str) -> int:
+        # A launcher that also works is index 0 of the hosts, so workers count from 1.
+        return 1 if cast(MPIJob, job).spec.run_launcher_as_worker else 0
+
+    def set_cluster_spec(
+        self, job: JobModel[Any], template: Obj, *, rtype: str, index: int, config: PlanConfig
+    ) -> None:
+        configure_worker(template, job=cast(MPIJob, job), index=index, config=config)
+
+    def materialize(self, action: CreateObject) -> CreateObject:
+        if action.kind == SECRET and not has_key_pair(action.body):
+            return dataclasses.replace(action, body=with_key_pair(action.body))
+        return action
+
+    # ------------------------------------------------------------------ owned objects
+
+    def extra_objects(
+        self, job: JobModel[Any], observed: Observed, status: JobStatus, *, now: dt.datetime
+    ) -> tuple[list[Action], list[Event]]:
+        mpijob = cast(MPIJob, job)
+        owned = _Owned.of(mpijob, observed)
+        launcher = owned.launcher
+        if is_finished(status):
+            return _stop_launcher_on_cleanup(mpijob, launcher), []
+        actions: list[Action] = []
+        events: list[Event] = []
+        if launcher is None or not job_finished(launcher):
+            actions += self._support_objects(mpijob, owned, observed)
+            events += self._sync_launcher(mpijob, owned, observed, status, actions)
+        suspended = bool(mpijob.spec.run_policy.suspend)
+        uid = str((launcher or {}).get("metadata", {}).get("uid", ""))
+        pods = observed.controlled_by(POD, uid) if launcher is not None else ()
+        events += apply_launcher_status(
+            mpijob, status, launcher, pods, now=now, final=not suspended
+        )
+        return actions, events
+
+    def _support_objects(self, job: MPIJob, owned: _Owned, observed: Observed) -> list[Action]:
+        """Create the Service, ConfigMap and Secret, or bring them back to what they must be."""
+        actions: list[Action] = []
+        want_service = job_service(job)
+        if owned.service is None:
+            actions.append(CreateObject(kind=SERVICE, body=want_service))
+        elif not is_terminating(owned.service):
+            patch = _spec_patch(
+                want_service, owned.service, ("selector",), ("publishNotReadyAddresses",)
+            )
+            if patch:
+                actions.append(_patch(SERVICE, owned.service, patch))
+        running = [name for name, pod in _workers(job, observed.pods) if phase(pod) == "Running"]
+        want_config = config_map(
+            job, running_workers=running, cluster_domain=self.config.cluster_domain
+        )
+        if owned.config_map is None:
+            actions.append(CreateObject(kind=CONFIG_MAP, body=want_config))
+        elif not is_terminating(owned.config_map):
+            have = owned.config_map.get("data") or {}
+            if have != want_config["data"]:
+                data = {**dict.fromkeys(have), **want_config["data"]}  # null drops strays
+                actions.append(_patch(CONFIG_MAP, owned.config_map, {"data": data}))
+        if owned.secret is None:
+            actions.append(CreateObject(kind=SECRET, body=ssh_secret(job)))
+        elif not is_terminating(owned.secret) and not has_key_pair(owned.secret):
+            # Someone changed its keys: replace it (the create gets a fresh pair).
+            meta = owned.secret["metadata"]
+            actions.append(
+                DeleteObject(
+                    kind=SECRET,
+                    namespace=job.namespace,
+                    name=meta["name"],
+                    uid=meta.get("uid", ""),
+                    reason="incomplete ssh key pair",
+                )
+            )
+        return actions
+
+    def _sync_launcher(
+        self,
+        job: MPIJob,
+        owned: _Owned,
+        observed: Observed,
+        status: JobStatus,
+        actions: list[Action],
+    ) -> list[Event]:
+        """Create the launcher Job when it may start, and follow suspend and resume."""
+        suspended = bool(job.spec.run_policy.suspend)
+        wait = job.spec.launcher_creation_policy == LauncherCreationPolicy.WAIT_FOR_WORKERS_READY
+        may_run = not wait or _workers_ready(job, observed.pods)
+        launcher = owned.launcher
+        if launcher is None:
+            if owned.config_map is None or owned.secret is None:
+                return []  # its mounts first, so the pod does not start without them
+            # Suspended: create it suspended, except under WaitForWorkersReady where it
+            # waits for workers that a suspended job does not have (mpi-operator #615).
+            if (suspended and wait) or (not suspended and not may_run):
+                return []
+            built = launcher_job(job, config=self.config)
+            actions.append(CreateObject(kind=JOB, body=built.body))
+            if not built.template_restart_policy:
+                return []
+            return [
+                Event(
+                    "Warning",
+                    "SetPodTemplateRestartPolicy",
+                    "Restart policy in pod template overridden by restart policy in replica spec",
+                )
+            ]
+        if is_terminating(launcher):
+            return []
+        launcher_suspended = bool((launcher.get("spec") or {}).get("suspend"))
+        if suspended and not launcher_suspended:
+            actions.append(_patch(JOB, launcher, {"spec": {"suspend": True}}))
+        elif not suspended and launcher_suspended and may_run:
+            actions.append(_patch(JOB, launcher, _resume_patch(job, launcher, self.config)))
+        return []
+
+    # ------------------------------------------------------------------ status
+
+    def update_status(
+        self,
+        job: JobModel[Any],
+        status: JobStatus,
+        *,
+        replicas: Mapping[str, ReplicaPods],
+        now: dt.datetime,
+    ) -> list[Event]:
+        """Worker-side rules; the launcher's verdict was applied by ``extra_objects``."""
+        if is_finished(status):
+            return []
+        mpijob = cast(MPIJob, job)
+        workers = [pod for _, pod in _workers(mpijob, _slot_pods(replicas))]
+        evicted = sum(
+            1 for pod in workers if phase(pod) == "Failed" and pod_reason(pod) == "Evicted"
+        )
+        if evicted:
+            message = f"{evicted}/{len(workers)} workers are evicted"
+            set_condition(
+                status,
+                cond_type=JobConditionType.FAILED,
+                reason=REASON_EVICTED,
+                message=message,
+                now=now,
+            )
+            return [Event("Warning", REASON_EVICTED, message)]
+        launcher = status.replica_statuses.get(MPIReplicaType.LAUNCHER)
+        running = sum(1 for pod in workers if phase(pod) == "Running" and not is_terminating(pod))
+        if launcher is not None and launcher.active >= 1 and running == _worker_replicas(mpijob):
+            message = f"MPIJob {mpijob.key} is running."
+            reason = new_reason(MPIJob.KIND, REASON_RUNNING)
+            if set_condition(
+                status, cond_type=JobConditionType.RUNNING, reason=reason, message=message, now=now
+            ):
+                return [Event("Normal", reason, message)]
+        return []
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _patch(kind: str, obj: Obj, patch: Obj) -> PatchObject:
+    meta = obj["metadata"]
+    return PatchObject(
+        kind=kind, namespace=meta.get("namespace", ""), name=meta["name"], patch=patch
+    )
+
+
+def _spec_patch(want: Obj, have: Obj, maps: Sequence[str], values: Sequence[str]) -> Obj | None:
+    """A merge patch for the listed spec fields that differ (stray map keys nulled)."""
+    want_spec, have_spec = want.get("spec") or {}, have.get("spec") or {}
+    patch: dict[str, Any] = {}
+    for key in maps:
+        w, h = want_spec.get(key) or {}, have_spec.get(key) or {}
+        if w != h:
+            patch[key] = {**dict.fromkeys(h), **w}
+    for key in values:
+        # The apiserver drops false and empty values; they equal an absent one.
+        if (want_spec.get(key) or None) != (have_spec.get(key) or None):
+            patch[key] = want_spec.get(key)
+    return {"spec": patch} if patch else None
+
+
+def _resume_patch(job: MPIJob, launcher: Obj, config: PlanConfig) -> Obj:
+    """Unsuspend the launcher Job, first bringing its template's scheduling directives up to
+    date (labels, annotations, node selector, tolerations, scheduling gates: what a queueing
+    system such as Kueue changed while the job waited; KEP-2926). Kubernetes accepts those
+    only before the Job starts, so they are left alone once it has."""
+    spec: dict[str, Any] = {"suspend": False}
+    if (launcher.get("status") or {}).get("startTime"):
+        return {"spec": spec}
+    want = launcher_template(job, config=config).body
+    have = (launcher.get("spec") or {}).get("template") or {}
+    template: dict[str, Any] = {}
+    metadata: dict[str, Any] = {}
+    for key in ("labels", "annotations"):
+        w, h = want.get("metadata", {}).get(key) or {}, have.get("metadata", {}).get(key) or {}
+        changed = {k: v for k, v in w.items() if h.get(k) != v}
+        if changed:
+            metadata[key] = changed
+    if metadata:
+        template["metadata"] = metadata
+    pod = _spec_patch(want, have, ("nodeSelector",), ("tolerations", "schedulingGates"))
+    if pod:
+        template["spec"] = pod["spec"]
+    if template:
+        spec["template"] = template
+    return {"spec": spec}
+
+
+def _stop_launcher_on_cleanup(job: MPIJob, launcher: Obj | None) -> list[Action]:
+    """A job that finished while its launcher still runs (a worker was evicted): under
+    cleanPodPolicy Running or All, suspend the launcher Job so its pod goes too. The Job
+    itself stays, with its status (mpi-operator keeps it; #643, #647)."""
+    policy = job.spec.run_policy.clean_pod_policy
+    if policy not in (CleanPodPolicy.RUNNING, CleanPodPolicy.ALL) or launcher is None:
+        return []
+    if job_finished(launcher) or is_terminating(launcher):
+        return []
+    if (launcher.get("spec") or {}).get("suspend"):
+        return []
+    return [_patch(JOB, launcher, {"spec": {"suspend": True}})]
+
+
+def _worker_replicas(job: MPIJob) -> int:
+    worker = job.spec.mpi_replica_specs.get(MPIReplicaType.WORKER)
+    return (worker.replicas or 0) if worker is not None else 0
+
+
+def _workers(job: MPIJob, pods: Sequence[Obj]) -> list[tuple[str, Obj]]:
+    """(name, pod) of the worker pods in range (not being scaled away), by name."""
+    names = {worker_name(job, i) for i in range(_worker_replicas(job))}
+    found = [(str(p.get("metadata", {}).get("name")), p) for p in pods]
+    return sorted(((n, p) for n, p in found if n in names), key=lambda item: item[0])
+
+
+def _slot_pods(replicas: Mapping[str, ReplicaPods]) -> list[Obj]:
+    slots = replicas.get(MPIReplicaType.WORKER)
+    return [pod for pods in slots.by_index.values() for pod in pods] if slots else []
+
+
+def _workers_ready(job: MPIJob, pods: Sequence[Obj]) -> bool:
+    """Every worker exists and is Ready (WaitForWorkersReady)."""
+    workers = _workers(job, pods)
+    return len(workers) == _worker_replicas(job) and all(
+        not is_terminating(pod) and _pod_ready(pod) for _, pod in workers
+    )
+
+
+def _pod_ready(pod: Obj) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

@@ -1,0 +1,312 @@
+"""The pods of an MPIJob: the launcher as a batch/v1 Job, the wiring of each worker pod, and
+how the launcher Job's status becomes the MPIJob's.
+
+The launcher runs ``mpirun``, which reaches the workers over SSH using the hostfile mounted at
+``/etc/mpi``; the implementation-specific environment tells each MPI where that file is and
+how many slots a host has. Retries, the deadline and the TTL are the launcher Job's: the
+operator passes runPolicy through, the Kubernetes Job controller enforces it, and the MPIJob
+succeeds or fails when the launcher Job does, with its reason.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from jobcontroller import (
+    JOB_NAME_LABEL,
+    JOB_ROLE_LABEL,
+    OPERATOR_NAME_LABEL,
+    REASON_FAILED,
+    REASON_SUCCEEDED,
+    REPLICA_INDEX_LABEL,
+    Event,
+    Obj,
+    PlanConfig,
+    decorate_template,
+    gang_enabled,
+    new_reason,
+    owner_reference,
+    phase,
+    set_condition,
+)
+from jobcontroller.api import JobConditionType, JobStatus, ReplicaStatus, RestartPolicy
+from mpi_operator.api import MPIImplementation, MPIJob, MPIReplicaType
+from mpi_operator.hostfile import (
+    CONFIG_MOUNT_PATH,
+    DISCOVER_HOSTS_KEY,
+    HOSTFILE_KEY,
+    OPERATOR_NAME,
+    config_map_name,
+    dns_search_domain,
+    launcher_name,
+    object_labels,
+    worker_name,
+)
+from mpi_operator.ssh import mount_ssh_auth
+
+__all__ = [
+    "CONFIG_VOLUME",
+    "JOB_ROLE_ENV",
+    "LAUNCHER_ROLE",
+    "SSHD_COMMAND",
+    "WORKER_ROLE",
+    "BuiltLauncher",
+    "apply_launcher_status",
+    "configure_worker",
+    "job_condition",
+    "job_finished",
+    "launcher_env",
+    "launcher_job",
+    "launcher_template",
+    "pod_reason",
+]
+
+LAUNCHER_ROLE = "launcher"
+WORKER_ROLE = "worker"
+JOB_ROLE_ENV = "K_MPI_JOB_ROLE"
+CONFIG_VOLUME = "mpi-job-config"
+#: A worker only has to accept the launcher's SSH connections unless told otherwise.
+SSHD_COMMAND = ("/usr/sbin/sshd", "-De")
+_HOSTFILE_PATH = f"{CONFIG_MOUNT_PATH}/{HOSTFILE_KEY}"
+_SSH_RETRIES = "-o ConnectionAttempts=10"  # workers' sshd may start after the launcher
+_READ_ONLY, _EXECUTABLE = 0o444, 0o555
+_BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+_MESSAGE_LIMIT = 1024  # an Event's note limit
+
+
+def _env(name: str, value: str) -> dict[str, str]:
+    return {"name": name, "value": value}
+
+
+def launcher_env(job: MPIJob) -> list[dict[str, str]]:
+    """The launcher's environment, appended to its first container's (in this order)."""
+    slots = str(job.spec.slots_per_worker if job.spec.slots_per_worker is not None else 1)
+    env = [_env(JOB_ROLE_ENV, LAUNCHER_ROLE)]
+    implementation = job.spec.mpi_implementation or MPIImplementation.OPEN_MPI
+    if implementation == MPIImplementation.OPEN_MPI:
+        env += [
+            _env("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+            _env("OMPI_MCA_orte_default_hostfile", _HOSTFILE_PATH),
+            _env("OMPI_MCA_plm_rsh_args", _SSH_RETRIES),
+            _env("OMPI_MCA_orte_set_default_slots", slots),
+        ]
+    elif implementation == MPIImplementation.INTEL:
+        env += [
+            _env("I_MPI_HYDRA_HOST_FILE", _HOSTFILE_PATH),
+            _env("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", _SSH_RETRIES),
+            _env("I_MPI_PERHOST", slots),
+        ]
+    else:
+        env += [
+            _env("HYDRA_HOST_FILE", _HOSTFILE_PATH),
+            _env("HYDRA_LAUNCH_EXTRA_ARGS", _SSH_RETRIES),
+        ]
+    if not job.spec.run_launcher_as_worker:
+        # A launcher that does no work must not grab GPUs a container runtime exposes anyway.
+        env += [_env("NVIDIA_VISIBLE_DEVICES", ""), _env("NVIDIA_DRIVER_CAPABILITIES", "")]
+    return env
+
+
+def _pod_restart_policy(policy: RestartPolicy | None) -> str:
+    return "Never" if policy in (RestartPolicy.EXIT_CODE, RestartPolicy.NEVER) else "OnFailure"
+
+
+def _host_wiring(spec: Obj, *, job: MPIJob, hostname: str) -> None:
+    spec["hostname"] = hostname
+    spec["subdomain"] = job.name  # the job-wide headless Service
+    if spec.get("hostNetwork"):
+        # Keeps cluster DNS (and so the other hosts' names) on the host network.
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltLauncher:
+    body: Obj
+    template_restart_policy: bool
+    """The template set its own restartPolicy, which the replica's overrides."""
+
+
+def launcher_template(job: MPIJob, *, config: PlanConfig) -> BuiltLauncher:
+    """The launcher pod template: labels, host name, MPI env, hostfile and SSH mounts."""
+    replica = job.spec.mpi_replica_specs[MPIReplicaType.LAUNCHER]
+    template: Obj = copy.deepcopy(replica.template)
+    metadata = template.setdefault("metadata", {})
+    spec = template.setdefault("spec", {})
+    labels = dict(metadata.get("labels") or {})
+    labels.update(
+        {OPERATOR_NAME_LABEL: OPERATOR_NAME, JOB_NAME_LABEL: job.name, JOB_ROLE_LABEL: "launcher"}
+    )
+    if job.spec.run_launcher_as_worker:
+        labels[REPLICA_INDEX_LABEL] = "0"  # workers start at 1 (Kueue's TAS needs an index)
+    metadata["labels"] = labels
+    if gang_enabled(config):
+        decorate_template(template, job_name=job.name, rtype=MPIReplicaType.LAUNCHER, config=config)
+    _host_wiring(spec, job=job, hostname=launcher_name(job))
+    container = spec["containers"][0]
+    container["env"] = [*(container.get("env") or []), *launcher_env(job)]
+    mount_ssh_auth(spec, job=job)
+    template_restart_policy = bool(spec.get("restartPolicy"))
+    spec["restartPolicy"] = _pod_restart_policy(replica.restart_policy)
+    spec.setdefault("volumes", []).append(
+        {
+            "name": CONFIG_VOLUME,
+            "configMap": {
+                "name": config_map_name(job),
+                "items": [
+                    {"key": HOSTFILE_KEY, "path": HOSTFILE_KEY, "mode": _READ_ONLY},
+                    {"key": DISCOVER_HOSTS_KEY, "path": DISCOVER_HOSTS_KEY, "mode": _EXECUTABLE},
+                ],
+            },
+        }
+    )
+    container.setdefault("volumeMounts", []).append(
+        {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT_PATH}
+    )
+    return BuiltLauncher(body=template, template_restart_policy=template_restart_policy)
+
+
+def launcher_job(job: MPIJob, *, config: PlanConfig) -> BuiltLauncher:
+    """The ``<job>-launcher`` batch/v1 Job, suspended while the MPIJob is."""
+    built = launcher_template(job, config=config)
+    policy = job.spec.run_policy
+    spec: dict[str, Any] = {}
+    if policy.ttl_seconds_after_finished is not None:
+        spec["ttlSecondsAfterFinished"] = policy.ttl_seconds_after_finished
+    if policy.active_deadline_seconds is not None:
+        spec["activeDeadlineSeconds"] = policy.active_deadline_seconds
+    if policy.backoff_limit is not None:
+        spec["backoffLimit"] = policy.backoff_limit
+    # A replacement pod starts only once the failed one is gone: two launchers would run two
+    # mpiruns against the same workers.
+    spec["podReplacementPolicy"] = "Failed"
+    if policy.suspend:
+        spec["suspend"] = True
+    spec["template"] = built.body
+    body: Obj = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": launcher_name(job),
+            "namespace": job.namespace,
+            "labels": object_labels(job),
+            "ownerReferences": [owner_reference(job)],
+        },
+        "spec": spec,
+    }
+    return BuiltLauncher(body=body, template_restart_policy=built.template_restart_policy)
+
+
+def configure_worker(template: Obj, *, job: MPIJob, index: int, config: PlanConfig) -> None:
+    """Wire one worker pod template (in place): role label, host name, DNS search path, sshd
+    as the default command, role env and the SSH keys. The base already set the replica
+    labels, restart policy and gang scheduling."""
+    metadata = template.setdefault("metadata", {})
+    metadata.setdefault("labels", {})[JOB_ROLE_LABEL] = WORKER_ROLE
+    spec = template.setdefault("spec", {})
+    _host_wiring(spec, job=job, hostname=worker_name(job, index))
+    dns = spec.setdefault("dnsConfig", {})
+    search = dns_search_domain(job, cluster_domain=config.cluster_domain)
+    dns["searches"] = [*(dns.get("searches") or []), search]
+    container = spec["containers"][0]
+    if not container.get("command") and not container.get("args"):
+        container["command"] = list(SSHD_COMMAND)
+    container["env"] = [*(container.get("env") or []), _env(JOB_ROLE_ENV, WORKER_ROLE)]
+    mount_ssh_auth(spec, job=job)
+
+
+def apply_launcher_status(
+    job: MPIJob,
+    status: JobStatus,
+    launcher: Obj | None,
+    pods: Sequence[Obj],
+    *,
+    now: dt.datetime,
+    final: bool,
+) -> list[Event]:
+    """Set the Launcher replica counts and, unless ``final`` is False (a suspended job),
+    the job's Succeeded or Failed verdict, both read from the launcher Job and its ``pods``
+    (in place); returns the events to record."""
+    if launcher is None:
+        return []
+    launcher_status = launcher.get("status") or {}
+    succeeded = job_condition(launcher, "Complete") is not None
+    failed = job_condition(launcher, "Failed")
+    counts = ReplicaStatus(
+        active=0 if succeeded or failed else sum(1 for p in pods if phase(p) == "Running"),
+        succeeded=1 if succeeded else 0,
+        failed=int(launcher_status.get("failed") or 0),
+    )
+    if status.replica_statuses.get(MPIReplicaType.LAUNCHER) != counts:
+        status.replica_statuses[MPIReplicaType.LAUNCHER] = counts
+    if not final:
+        return []
+    if succeeded:
+        message = f"MPIJob {job.key} successfully completed."
+        reason = new_reason(MPIJob.KIND, REASON_SUCCEEDED)
+        if status.completion_time is None:
+            status.completion_time = _parse_time(launcher_status.get("completionTime")) or now
+        if set_condition(
+            status, cond_type=JobConditionType.SUCCEEDED, reason=reason, message=message, now=now
+        ):
+            return [Event("Normal", reason, message)]
+        return []
+    if failed is None:
+        return []
+    reason, message = _failure(job, failed, pods)
+    if status.completion_time is None:
+        status.completion_time = now
+    if set_condition(
+        status, cond_type=JobConditionType.FAILED, reason=reason, message=message, now=now
+    ):
+        return [Event("Warning", reason, message)]
+    return []
+
+
+def _failure(job: MPIJob, condition: Obj, pods: Sequence[Obj]) -> tuple[str, str]:
+    """Reason and message of a failed launcher Job (BackoffLimitExceeded, DeadlineExceeded...).
+
+    For BackoffLimitExceeded the last failed pod's reason and message are appended, as the
+    anchor does, but only when the pod has them (the anchor leaves a dangling ``/``)."""
+    reason = str(condition.get("reason") or new_reason(MPIJob.KIND, REASON_FAILED))
+    message = str(condition.get("message") or f"MPIJob {job.key} has failed")
+    if reason == _BACKOFF_LIMIT_EXCEEDED:
+        failed = [p for p in pods if phase(p) == "Failed"]
+        if failed:
+            last = max(failed, key=lambda p: str(p.get("metadata", {}).get("creationTimestamp")))
+            if pod_reason(last):
+                reason += "/" + pod_reason(last)
+            pod_message = str((last.get("status") or {}).get("message") or "")
+            if pod_message:
+                message += ": " + pod_message
+    if len(message) > _MESSAGE_LIMIT:
+        message = message[: _MESSAGE_LIMIT - 3] + "..."
+    return reason, message
+
+
+def job_condition(job: Obj, cond_type: str) -> Obj | None:
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == cond_type and cond.get("status") == "True":
+            return cast(Obj, cond)
+    return None
+
+
+def job_finished(job: Obj) -> bool:
+    return job_condition(job, "Complete") is not None or job_condition(job, "Failed") is not None
+
+
+def pod_reason(pod: Obj) -> str:
+    """``status.reason`` of a pod: Evicted, DeadlineExceeded..."""
+    return str((pod.get("status") or {}).get("reason") or "")
+
+
+def _parse_time(value: object) -> dt.datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
