@@ -106,7 +106,7 @@ async def install_crds(kube: KubeApi, paths: Iterable[Path]) -> list[str]:
                 o is not None
                 and any(
                     c.get("type") == "Established" and c.get("status") == "True"
-                    for c in o.get("status", {}).get("conditions", [])
+                    for c in (o.get("status") or {}).get("conditions") or []
                 )
             ),
             timeout=30,
