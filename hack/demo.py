@@ -170,7 +170,9 @@ def table(jobs: list[dict[str, Any]]) -> str:
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    )
 
 
 async def follow(kube: KubeApi, submitted: list[dict[str, Any]]) -> list[dict[str, Any]]:
