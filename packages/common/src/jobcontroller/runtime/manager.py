@@ -322,6 +322,7 @@ class Manager:
         loop = asyncio.get_running_loop()
         with structlog.contextvars.bound_contextvars(
             controller=controller.name,
+            kind=getattr(controller, "kind", None),
             key=key,
             namespace=namespace or None,
             name=name,
