@@ -3,38 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from jobcontroller.runtime.kube import PODS, SERVICES, KubeApi, Resource
+from tfjobs import TFJOBS, has, replica, tfjob
+
+from jobcontroller.runtime.kube import PODS, SERVICES, KubeApi
 from jobcontroller.testing.operator import running
-from jobcontroller.testing.pods import simulate
 from jobcontroller.testing.waiting import wait_for, wait_for_list
 from tf_operator.controller import TFJobController
-
-TFJOBS = Resource("kubeflow.org", "v1", "TFJob", "tfjobs")
-
-
-def tfjob(
-    name: str, replicas: dict[str, int], *, exit_code: int | None = 0, run_for: str = "2s"
-) -> dict[str, Any]:
-    specs = {}
-    for rtype, n in replicas.items():
-        template = {"spec": {"containers": [{"name": "tensorflow", "image": "tf:latest"}]}}
-        simulate(template, exit_code, run_for=run_for)
-        specs[rtype] = {"replicas": n, "restartPolicy": "Never", "template": template}
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name},
-        "spec": {"tfReplicaSpecs": specs},
-    }
-
-
-def condition(job: dict[str, Any] | None, ctype: str) -> bool:
-    return job is not None and any(
-        c["type"] == ctype and c["status"] == "True"
-        for c in job.get("status", {}).get("conditions", [])
-    )
 
 
 async def test_ps_worker_job_creates_pods_services_tf_config_and_succeeds(
@@ -42,7 +17,15 @@ async def test_ps_worker_job_creates_pods_services_tf_config_and_succeeds(
 ) -> None:
     async with running(kubeconfig, TFJobController()) as op:
         job = await kube.create(
-            TFJOBS, tfjob("mnist", {"PS": 1, "Worker": 2}, run_for="3s"), namespace=namespace
+            TFJOBS,
+            tfjob(
+                "mnist",
+                {
+                    "PS": replica(1, exit_code=0, run_for="3s"),
+                    "Worker": replica(2, exit_code=0, run_for="3s"),
+                },
+            ),
+            namespace=namespace,
         )
         uid = job["metadata"]["uid"]
         pods = await wait_for_list(
@@ -89,7 +72,7 @@ async def test_ps_worker_job_creates_pods_services_tf_config_and_succeeds(
         assert svc["spec"]["selector"] == w1["metadata"]["labels"]
 
         done = await wait_for(
-            kube, TFJOBS, "mnist", namespace=namespace, until=lambda j: condition(j, "Succeeded")
+            kube, TFJOBS, "mnist", namespace=namespace, until=lambda j: has(j, "Succeeded")
         )
         assert done is not None
         status = done["status"]

@@ -8,11 +8,6 @@ the anchor only counted in-place container restarts) and the kubelet's in-place 
 
 from __future__ import annotations
 
-from jobcontroller.runtime.kube import PODS, KubeApi
-from jobcontroller.testing.operator import running
-from jobcontroller.testing.pods import set_pod_status
-from jobcontroller.testing.waiting import wait_for_list
-from tf_operator.controller import TFJobController
 from tfjobs import (
     TFJOBS,
     Obj,
@@ -28,6 +23,12 @@ from tfjobs import (
     wait_pods,
 )
 
+from jobcontroller.runtime.kube import NODES, PODS, KubeApi
+from jobcontroller.testing.operator import running
+from jobcontroller.testing.pods import set_pod_status
+from jobcontroller.testing.waiting import wait_for_list
+from tf_operator.controller import TFJobController
+
 BACKOFF_MESSAGE = "has failed because it has reached the specified backoff limit"
 
 
@@ -39,16 +40,26 @@ async def test_retryable_exit_code_recreates_the_pod_and_the_job_goes_on(
     kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str
 ) -> None:
     ns = namespace
+    # The replacement pod waits for a node labelled for this test, so the job sits in
+    # Restarting (the condition only lasts until the new pod runs) until the test adds one.
+    capacity = f"sim.jobcontroller/{ns}"
     spec = {"Worker": replica(2, restart_policy="ExitCode")}
     async with running(kubeconfig, TFJobController()) as op:
         await kube.create(TFJOBS, tfjob("oom", spec), namespace=ns)
         first = await wait_pods(kube, ns, {"oom-worker-0", "oom-worker-1"}, phase="Running")
+        await wait_job(kube, ns, "oom", "Running")
+        selector = {"nodeSelector": {capacity: "yes"}}
+        await kube.merge_patch(
+            TFJOBS,
+            "oom",
+            {"spec": {"tfReplicaSpecs": {"Worker": {"template": {"spec": selector}}}}},
+            namespace=ns,
+        )
         await set_pod_status(kube, namespace=ns, name="oom-worker-1", phase="Failed", exit_code=137)
 
         # A new pod takes the slot; its sibling is untouched.
         def recreated(items: list[Obj]) -> bool:
-            by_name = {p["metadata"]["name"]: p for p in items}
-            w1 = by_name.get("oom-worker-1")
+            w1 = next((p for p in items if p["metadata"]["name"] == "oom-worker-1"), None)
             return w1 is not None and uid(w1) != uid(first["oom-worker-1"])
 
         await wait_for_list(kube, PODS, namespace=ns, until=recreated, timeout=30)
@@ -57,6 +68,7 @@ async def test_retryable_exit_code_recreates_the_pod_and_the_job_goes_on(
 
         job = await wait_job(kube, ns, "oom", "Restarting")
         assert not has(job, "Failed")
+        assert not has(job, "Running")
         restarting = condition(job, "Restarting")
         assert restarting is not None
         assert restarting["reason"] == "TFJobRestarting"
@@ -65,12 +77,20 @@ async def test_retryable_exit_code_recreates_the_pod_and_the_job_goes_on(
         assert event["type"] == "Warning"
         assert op.counter("training_operator_jobs_restarted_total", **_labels(ns)) == 1
 
-        # The replacement runs; Running takes over from Restarting, then worker 0 succeeds.
-        await wait_pods(kube, ns, {"oom-worker-0", "oom-worker-1"}, phase="Running")
-        job = await wait_job(kube, ns, "oom", "Running")
-        assert not has(job, "Restarting")
-        await set_pod_status(kube, namespace=ns, name="oom-worker-0", phase="Succeeded", exit_code=0)
-        job = await wait_job(kube, ns, "oom", "Succeeded")
+        # Capacity arrives: the replacement runs, Running takes over from Restarting, and the
+        # job still succeeds when worker 0 does.
+        node = (await kube.list(NODES))[0][0]["metadata"]["name"]
+        await kube.merge_patch(NODES, node, {"metadata": {"labels": {capacity: "yes"}}})
+        try:
+            await wait_pods(kube, ns, {"oom-worker-0", "oom-worker-1"}, phase="Running")
+            job = await wait_job(kube, ns, "oom", "Running")
+            assert not has(job, "Restarting")
+            await set_pod_status(
+                kube, namespace=ns, name="oom-worker-0", phase="Succeeded", exit_code=0
+            )
+            job = await wait_job(kube, ns, "oom", "Succeeded")
+        finally:
+            await kube.merge_patch(NODES, node, {"metadata": {"labels": {capacity: None}}})
         assert not has(job, "Failed")
         assert op.counter("training_operator_jobs_restarted_total", **_labels(ns)) == 1
 
@@ -105,10 +125,11 @@ async def test_permanent_exit_code_fails_the_job_and_keeps_the_pod(
 async def test_on_failure_recreations_stop_at_the_backoff_limit(
     kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str
 ) -> None:
-    """Every pod fails after a second; each failure recreates it, until backoffLimit."""
+    """Every pod fails after a second. As for in-place restarts, the job fails at the
+    backoffLimit-th failure: two recreations, and the third failure ends it."""
     ns = namespace
     spec = {"Worker": replica(1, exit_code=1, run_for="1s", restart_policy="OnFailure")}
-    job = tfjob("flaky", spec, run_policy={"backoffLimit": 2})
+    job = tfjob("flaky", spec, run_policy={"backoffLimit": 3})
     async with running(kubeconfig, TFJobController()) as op:
         await kube.create(TFJOBS, job, namespace=ns)
         done = await wait_job(kube, ns, "flaky", "Failed", timeout=45)

@@ -30,6 +30,8 @@ from typing import Any, ClassVar
 import structlog
 
 from jobcontroller.api.common import JobModel, JobStatus
+from jobcontroller.core.conditions import is_finished
+from jobcontroller.core.names import is_controlled_by
 from jobcontroller.core.planner import plan
 from jobcontroller.core.types import (
     POD,
@@ -49,7 +51,7 @@ from jobcontroller.core.types import (
 )
 from jobcontroller.runtime.events import EventRecorder
 from jobcontroller.runtime.expectations import Expectations
-from jobcontroller.runtime.informer import Informer, compact_pod
+from jobcontroller.runtime.informer import Informer, compact_pod, strip_managed_fields
 from jobcontroller.runtime.kube import PODS, SERVICES, ApiError, KubeApi, Resource
 from jobcontroller.runtime.manager import Manager
 from jobcontroller.runtime.metrics import Metrics
@@ -68,6 +70,10 @@ PLUGINS_POD_GROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "po
 #: Concurrent API writes per reconcile: parallel pod creation for big jobs (kubeflow #2361)
 #: without one job taking the whole client-side QPS budget in a single burst.
 _WRITE_CONCURRENCY = 16
+
+#: How often a job looks again at an object found in its way that the caches do not show (it
+#: lacks the job-name label, so no watch event says when it goes).
+_FOREIGN_RECHECK_SECONDS = 10.0
 
 
 def pod_group_resource(gang_scheduler_name: str) -> Resource | None:
@@ -119,11 +125,14 @@ class JobController:
     ) -> None:
         self.name = self.controller_name
         """The Controller protocol's name: the work queue's name and the metrics label."""
+        self.kind = self.model.KIND
+        """Bound into every reconcile's log context by the manager."""
         self.config = config or PlanConfig(
             cluster_domain=os.environ.get("CUSTOM_CLUSTER_DOMAIN", "")
         )
         self._clock = clock
-        self.expectations = expectations or Expectations()
+        # Not ``or``: an Expectations with no pending keys is falsy (it has __len__).
+        self.expectations = expectations if expectations is not None else Expectations()
         self.job_resource = Resource(
             self.model.GROUP, self.model.VERSION, self.model.KIND, self.model.PLURAL
         )
@@ -144,6 +153,8 @@ class JobController:
         # The job as returned by this reconcile's own patch of it (the restart ledger), by key;
         # one worker per key, so a reconcile only ever sees its own entry.
         self._patched_jobs: dict[str, Obj] = {}
+        # Objects outside the caches that a create ran into, by job key then (kind, name).
+        self._foreign: dict[str, dict[tuple[str, str], Obj]] = {}
 
     # ----------------------------------------------------------------- Framework defaults
 
@@ -252,6 +263,7 @@ class JobController:
         prefix = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         for kind in self._resources:
             self.expectations.delete(f"{prefix}/{kind}")
+        self._foreign.pop(prefix, None)
 
     def _owner_job_key(self, obj: Obj) -> tuple[str | None, bool]:
         """The key of the job that controls ``obj`` (and True), or, for other objects wearing
@@ -294,9 +306,12 @@ class JobController:
             informer = self._informers.get(kind)
             return tuple(informer.store.by_owner_uid(uid)) if informer else ()
 
+        foreign = self._foreign.get(f"{ns}/{meta.get('name', '')}", {})
+
         def lookup(kind: str, name: str) -> Obj | None:
             informer = self._informers.get(kind)
-            return informer.store.get(ns, name) if informer else None
+            found = informer.store.get(ns, name) if informer else None
+            return found if found is not None else foreign.get((kind, name))
 
         def controlled_by(kind: str, owner_uid: str) -> tuple[Obj, ...]:
             informer = self._informers.get(kind)
@@ -320,6 +335,8 @@ class JobController:
             # Informer events will requeue the job as they arrive; the timer is the safety
             # net for an event that never comes (the record expires by then).
             return self.expectations.timeout
+        if key in self._foreign:
+            await self._recheck_foreign(key, namespace)
         now = self._clock()
         result = plan(self, raw, self.observe(raw), now=now, config=self.config)
         errors = await self._execute(key, raw, result.actions)
@@ -331,6 +348,13 @@ class JobController:
             await self._write_status(_after_own_patch(raw, patched), result.status)
         if errors:
             raise errors[0]
+        if key in self._foreign:
+            if result.status is not None and is_finished(result.status):
+                del self._foreign[key]
+            else:
+                return min(
+                    result.requeue_after or _FOREIGN_RECHECK_SECONDS, _FOREIGN_RECHECK_SECONDS
+                )
         return result.requeue_after
 
     async def _execute(self, key: str, job: Obj, actions: tuple[Action, ...]) -> list[Exception]:
@@ -386,8 +410,9 @@ class JobController:
             )
             if not exc.is_already_exists:
                 raise
-            # A same-named object appeared between our cache read and the create. If it is
-            # ours the informer brings it; if not, the next plan sees it through lookup.
+            # A same-named object appeared between our cache read and the create, or it is one
+            # our caches cannot show. If it is ours the informer brings it.
+            await self._note_foreign(key, job, action, ns)
             return
         except Exception:
             self.expectations.lower_creations(exp, 1)
@@ -400,6 +425,41 @@ class JobController:
                 f"Created {action.kind.lower()}: {action.name}",
             ),
         )
+
+    async def _note_foreign(self, key: str, job: Obj, action: CreateObject, ns: str) -> None:
+        """Remember an object in the way that is not the job's, so the next plan (queued at
+        once) reports the conflict and leaves it alone. Only objects wearing the job-name label
+        are in the caches; without this, a job blocked by any other object said nothing."""
+        assert self._api is not None
+        try:
+            other = await self._api.get(self._resources[action.kind], action.name, namespace=ns)
+        except ApiError as exc:
+            if exc.is_not_found:
+                return  # gone already: the next plan creates ours
+            raise
+        if is_controlled_by(other, uid=str(job["metadata"]["uid"])):
+            return
+        self._foreign.setdefault(key, {})[(action.kind, action.name)] = {
+            "metadata": other.get("metadata") or {}
+        }
+        if self._queue is not None:
+            self._queue.add(key)
+
+    async def _recheck_foreign(self, key: str, namespace: str) -> None:
+        """Forget the objects in the job's way that are gone (or replaced) by now."""
+        assert self._api is not None
+        entries = self._foreign[key]
+        for (kind, name), seen in list(entries.items()):
+            try:
+                current = await self._api.get(self._resources[kind], name, namespace=namespace)
+            except ApiError as exc:
+                if not exc.is_not_found:
+                    raise
+                current = None
+            if current is None or current["metadata"].get("uid") != seen["metadata"].get("uid"):
+                del entries[(kind, name)]
+        if not entries:
+            del self._foreign[key]
 
     async def _delete(self, key: str, job: Obj, action: DeleteObject) -> None:
         assert self._api is not None
@@ -462,7 +522,7 @@ class JobController:
         body = {**job, "status": new}
         meta = job["metadata"]
         try:
-            await self._api.replace(
+            written = await self._api.replace(
                 self.job_resource, body, namespace=meta.get("namespace"), subresource="status"
             )
         except ApiError as exc:
@@ -472,6 +532,24 @@ class JobController:
                 log.debug("status conflict; waiting for the newer job", job=meta.get("name"))
                 return
             raise
+        self._cache_own_write(job, written)
+
+    def _cache_own_write(self, job: Obj, written: Obj) -> None:
+        """Put the job we just wrote into the cache (client-go's MutationCache idea).
+
+        This reconcile's writes queue the job again at once (their pods' events), usually
+        before the watch brings our status: a plan from the old status would finish the job a
+        second time, counting jobs_failed/successful twice, and its write would only 409. The
+        PUT succeeded against the cached resourceVersion, so nothing older than ``written`` is
+        still on its way to the cache. Skipped when the cache has already moved on.
+        """
+        store = self._informers["job"].store
+        meta = job["metadata"]
+        cached = store.get(meta.get("namespace"), meta["name"])
+        if cached is not None and (cached.get("metadata") or {}).get("resourceVersion") == meta.get(
+            "resourceVersion"
+        ):
+            store.upsert(strip_managed_fields(written))
 
     # ------------------------------------------------------------------ events and metrics
 

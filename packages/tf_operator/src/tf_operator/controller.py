@@ -25,7 +25,7 @@ from jobcontroller import (
     phase,
     set_condition,
 )
-from jobcontroller.api import JobConditionType, JobModel, JobStatus
+from jobcontroller.api import JobConditionType, JobModel, JobStatus, ReplicaSpec
 from tf_operator.api import (
     TF_CONTAINER_NAME,
     SuccessPolicy,
@@ -90,6 +90,11 @@ class TFJobController(JobController):
         restarting = is_restarting(status)
 
         def set_(cond: str, reason: str, message: str) -> None:
+            if cond == JobConditionType.RUNNING and restarting and _replacing(status, specs):
+                # Running would retire Restarting while the replacement pod is not even
+                # running yet; in the anchor it did so in the very pass that restarted the pod
+                # whenever another replica ran, so nobody ever saw the job restarting.
+                return
             set_condition(
                 status, cond_type=cond, reason=new_reason(kind, reason), message=message, now=now
             )
@@ -130,6 +135,17 @@ class TFJobController(JobController):
                     f"{kind} {key} has failed because {counts.failed} {rtype} replica(s) failed.",
                 )
         return []
+
+
+def _replacing(status: JobStatus, specs: Mapping[str, ReplicaSpec]) -> bool:
+    """Some replica slot has no running or succeeded pod: a restarted pod's replacement is
+    still to come (or still Pending)."""
+    for rtype, spec in specs.items():
+        counts = status.replica_statuses.get(rtype)
+        done = (counts.active + counts.succeeded) if counts is not None else 0
+        if done < (spec.replicas or 0):
+            return True
+    return False
 
 
 def _worker0_completed(workers: ReplicaPods | None) -> bool:

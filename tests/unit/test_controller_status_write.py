@@ -1,0 +1,71 @@
+"""The executor's status write.
+
+After our own patch of the job (the restart ledger) the status PUT must carry the patched
+resourceVersion: sent with the cached one it always answered 409, and the status planned with
+the restart (Restarting) was dropped for good, since the next plan no longer sees the pod.
+
+After writing the status the controller keeps the written job in its cache, so the reconcile
+its own writes queue at once does not plan from the old status and finish the job twice.
+"""
+
+from __future__ import annotations
+
+from controller_fakes import KEY, FakeApi, tf_controller, tf_job, true_conditions, worker_pod
+
+from jobcontroller.runtime.metrics import Metrics
+
+RUNNING_STATUS = {
+    "conditions": [
+        {
+            "type": "Created",
+            "status": "True",
+            "reason": "TFJobCreated",
+            "message": "TFJob tf is created.",
+        },
+        {
+            "type": "Running",
+            "status": "True",
+            "reason": "TFJobRunning",
+            "message": "TFJob ns/tf is running.",
+        },
+    ],
+    "replicaStatuses": {"Worker": {"active": 2, "succeeded": 0, "failed": 0}},
+    "startTime": "2024-01-01T00:00:00Z",
+}
+
+
+async def test_status_planned_with_a_restart_is_written_after_the_ledger_patch() -> None:
+    job = tf_job(status=RUNNING_STATUS)
+    api = FakeApi(job)
+    pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Failed", exit_code=137)]
+    await tf_controller(api, cached=[job, *pods]).reconcile(KEY)
+    assert api.job["metadata"]["annotations"]["training.kubeflow.org/restart-count"] == "1"
+    assert api.status_writes == 1
+    assert "Restarting" in true_conditions(api.job)
+
+
+async def test_status_written_by_someone_else_meanwhile_is_not_overwritten() -> None:
+    job = tf_job(status=RUNNING_STATUS)
+    api = FakeApi(job)
+    api.job["status"]["conditions"].append(
+        {"type": "Suspended", "status": "True", "reason": "Elsewhere", "message": "not ours"}
+    )
+    pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Failed", exit_code=137)]
+    await tf_controller(api, cached=[job, *pods]).reconcile(KEY)
+    assert api.status_writes == 0
+    assert "Suspended" in true_conditions(api.job)
+
+
+async def test_a_job_finishes_once_although_the_watch_has_not_shown_the_write_yet() -> None:
+    job = tf_job(status=RUNNING_STATUS)
+    api = FakeApi(job)
+    metrics = Metrics()
+    # Exit code 1 under ExitCode is permanent: the job fails.
+    pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Failed", exit_code=1)]
+    controller = tf_controller(api, cached=[job, *pods], metrics=metrics)
+    await controller.reconcile(KEY)
+    await controller.reconcile(KEY)  # queued again by the first one's events, before the watch
+    assert "Failed" in true_conditions(api.job)
+    assert api.status_writes == 1
+    labels = {"job_namespace": "ns", "framework": "tensorflow"}
+    assert metrics.registry.get_sample_value("training_operator_jobs_failed_total", labels) == 1
