@@ -190,7 +190,7 @@ async def test_operator_completes_a_job_with_only_its_manifest_rbac(
                 j is not None
                 and any(
                     c["type"] in ("Succeeded", "Failed") and c["status"] == "True"
-                    for c in j.get("status", {}).get("conditions", [])
+                    for c in ((j.get("status") or {}).get("conditions") or [])
                 )
             ),
         )

@@ -49,7 +49,7 @@ def mpijob(
 
 
 def condition(job: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
-    for cond in (job or {}).get("status", {}).get("conditions", []):
+    for cond in ((job or {}).get("status") or {}).get("conditions") or []:
         if cond["type"] == ctype:
             return dict(cond)
     return None

@@ -216,7 +216,7 @@ async def test_batch_job_completes(kube: KubeApi, namespace: str) -> None:
             j is not None
             and any(
                 c["type"] == "Complete" and c["status"] == "True"
-                for c in j.get("status", {}).get("conditions", [])
+                for c in ((j.get("status") or {}).get("conditions") or [])
             )
         ),
     )

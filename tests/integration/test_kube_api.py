@@ -56,7 +56,7 @@ async def widgets(kube: KubeApi) -> AsyncIterator[Resource]:
         for _ in range(300):
             crd = await kube.get(CRDS, name)
             conditions = {
-                c["type"]: c["status"] for c in crd.get("status", {}).get("conditions", [])
+                c["type"]: c["status"] for c in ((crd.get("status") or {}).get("conditions") or [])
             }
             if conditions.get("Established") == "True":
                 break

@@ -55,7 +55,7 @@ def env_of(pod: dict[str, Any]) -> dict[str, str]:
 def has_condition(job: dict[str, Any] | None, ctype: str) -> bool:
     return job is not None and any(
         c["type"] == ctype and c["status"] == "True"
-        for c in job.get("status", {}).get("conditions", [])
+        for c in ((job.get("status") or {}).get("conditions") or [])
     )
 
 

@@ -32,7 +32,7 @@ def pytorchjob(name: str, specs: dict[str, Any], **spec: Any) -> dict[str, Any]:
 
 
 def condition(job: dict[str, Any] | None, ctype: str) -> dict[str, Any] | None:
-    for c in (job or {}).get("status", {}).get("conditions", []):
+    for c in ((job or {}).get("status") or {}).get("conditions") or []:
         if c["type"] == ctype:
             return dict(c)
     return None

@@ -126,7 +126,7 @@ async def test_job_that_escaped_admission_fails_validation_without_pods(
             namespace=namespace,
             until=lambda j: any(
                 c["type"] == "Failed" and c["status"] == "True"
-                for c in (j or {}).get("status", {}).get("conditions", [])
+                for c in (((j or {}).get("status") or {}).get("conditions") or [])
             ),
             timeout=20,
         )

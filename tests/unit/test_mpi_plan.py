@@ -137,7 +137,7 @@ def kinds(result: Plan, action: type) -> list[tuple[str, str]]:
 def conditions(cluster: Cluster) -> dict[str, tuple[str, str]]:
     return {
         c["type"]: (c["status"], c.get("reason", ""))
-        for c in cluster.job.get("status", {}).get("conditions", [])
+        for c in ((cluster.job.get("status") or {}).get("conditions") or [])
     }
 
 

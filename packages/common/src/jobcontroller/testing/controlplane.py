@@ -507,7 +507,7 @@ class ControlPlane:
                 for n in items
                 if any(
                     c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in n.get("status", {}).get("conditions", [])
+                    for c in ((n.get("status") or {}).get("conditions") or [])
                 )
             }
             if ready.issuperset(names):

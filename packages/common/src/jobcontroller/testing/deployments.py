@@ -79,9 +79,15 @@ async def token_kubeconfig(
         "spec": {"expirationSeconds": expiration_seconds},
     }
     result = await kube.request("POST", path, body=body)
-    config = yaml.safe_load(admin_kubeconfig.read_text())
-    config["users"] = [{"name": service_account, "user": {"token": result["status"]["token"]}}]
-    config["contexts"][0]["context"]["user"] = service_account
+    return _write_token_kubeconfig(
+        admin_kubeconfig, out, user=service_account, token=result["status"]["token"]
+    )
+
+
+def _write_token_kubeconfig(admin: Path, out: Path, *, user: str, token: str) -> Path:
+    config = yaml.safe_load(admin.read_text())
+    config["users"] = [{"name": user, "user": {"token": token}}]
+    config["contexts"][0]["context"]["user"] = user
     out.write_text(yaml.safe_dump(config))
     out.chmod(0o600)
     return out
