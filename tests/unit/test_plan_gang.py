@@ -90,3 +90,12 @@ def test_group_deleted_when_the_job_finishes() -> None:
     ]
     assert "JobTerminated" in reasons(result)
     assert cluster.plan(fw, config=PLUGINS).actions == ()
+
+
+def test_group_carries_the_job_name_label_the_informers_select_on() -> None:
+    """Without it the operator's label-filtered PodGroup informer never sees the group: under
+    Volcano the pods then wait for an admission the operator cannot observe."""
+    for config in (VOLCANO, PLUGINS):
+        result = FakeCluster(resourced_job()).plan(DemoFramework(), config=config)
+        group = created(result, "PodGroup")["demo"].body
+        assert group["metadata"]["labels"] == {"training.kubeflow.org/job-name": "demo"}

@@ -7,17 +7,23 @@ It adds the flags every job operator shares to the runtime's (``--gang-scheduler
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 from collections.abc import Callable, Sequence
 
-from jobcontroller.controller import JobController
+import structlog
+
+from jobcontroller.controller import JobController, pod_group_resource
 from jobcontroller.core.types import PlanConfig
-from jobcontroller.runtime.flags import Settings
+from jobcontroller.runtime.flags import Settings, parse_settings
+from jobcontroller.runtime.kube import CRDS, ApiError, KubeApi
 from jobcontroller.runtime.manager import Controller, Manager
 from jobcontroller.runtime.runner import run_operator
 
-__all__ = ["add_job_flags", "plan_config", "run_job_operator"]
+__all__ = ["add_job_flags", "plan_config", "pod_group_crd_installed", "run_job_operator"]
+
+log = structlog.get_logger(__name__)
 
 
 def add_job_flags(parser: argparse.ArgumentParser) -> None:
@@ -34,13 +40,62 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def plan_config(settings: Settings) -> PlanConfig:
+def plan_config(settings: Settings, *, pod_group_available: bool | None = None) -> PlanConfig:
+    """The planner's settings from the flags. ``pod_group_available`` None means: assume the
+    PodGroup CRD of ``--gang-scheduler-name`` exists whenever the flag is set."""
     gang = str(settings.extras.get("gang_scheduler_name") or "")
+    available = bool(gang) if pod_group_available is None else pod_group_available
     return PlanConfig(
         gang_scheduler_name=gang,
-        pod_group_available=bool(gang),
+        pod_group_available=bool(gang) and available,
         cluster_domain=str(settings.extras.get("cluster_domain") or ""),
     )
+
+
+async def pod_group_crd_installed(api: KubeApi, gang_scheduler_name: str) -> bool:
+    """Whether the PodGroup CRD that ``gang_scheduler_name`` selects is installed."""
+    resource = pod_group_resource(gang_scheduler_name)
+    if resource is None:
+        return False
+    try:
+        await api.get(CRDS, f"{resource.plural}.{resource.group}")
+    except ApiError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
+def _detect_pod_groups(settings: Settings) -> bool | None:
+    """Look the PodGroup CRD up once at startup (gang scheduling is used only when it is
+    installed; without it the operator runs without gang scheduling and says so)."""
+    gang = str(settings.extras.get("gang_scheduler_name") or "")
+    if not gang:
+        return None
+
+    async def check() -> bool:
+        api = await KubeApi.from_config(kubeconfig=settings.kubeconfig, qps=5.0, burst=5)
+        try:
+            return await pod_group_crd_installed(api, gang)
+        finally:
+            await api.close()
+
+    try:
+        installed = asyncio.run(check())
+    except Exception as exc:
+        log.warning(
+            "could not check for the PodGroup CRD; assuming it is installed", error=str(exc)
+        )
+        return None
+    if not installed:
+        resource = pod_group_resource(gang)
+        assert resource is not None
+        log.warning(
+            "gang scheduling disabled: the PodGroup CRD is not installed",
+            gang_scheduler_name=gang,
+            crd=f"{resource.plural}.{resource.group}",
+        )
+    return installed
 
 
 def run_job_operator(
@@ -57,9 +112,10 @@ def run_job_operator(
         if add_flags is not None:
             add_flags(parser)
 
-    def build(settings: Settings, manager: Manager) -> list[Controller]:
-        return [controller(plan_config(settings), settings)]
+    argv = list(sys.argv[1:] if argv is None else argv)
+    available = _detect_pod_groups(parse_settings(name=name, argv=argv, add_flags=flags))
 
-    return run_operator(
-        name=name, argv=list(sys.argv[1:] if argv is None else argv), build=build, add_flags=flags
-    )
+    def build(settings: Settings, manager: Manager) -> list[Controller]:
+        return [controller(plan_config(settings, pod_group_available=available), settings)]
+
+    return run_operator(name=name, argv=argv, build=build, add_flags=flags)

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobcontroller.api.common import JobModel, ReplicaSpec
-from jobcontroller.core.names import owner_reference
+from jobcontroller.core.names import JOB_NAME_LABEL, owner_reference
 from jobcontroller.core.quantity import ResourceSum
 from jobcontroller.core.types import POD_GROUP, Obj, PlanConfig
 
@@ -130,6 +130,8 @@ def desired_pod_group(job: JobModel[Any], *, config: PlanConfig, existing: Obj |
     metadata: dict[str, Any] = {
         "name": job.name,
         "namespace": job.namespace,
+        # The operator's informers watch only objects carrying the job-name label.
+        "labels": {JOB_NAME_LABEL: job.name},
         "ownerReferences": [owner_reference(job)],
     }
     if job.annotations:

@@ -1,0 +1,134 @@
+"""Gang scheduling with Volcano PodGroups, on the real apiserver.
+
+A minimal copy of Volcano's PodGroup CRD stands in for Volcano (whose scheduler is not here):
+the test plays Volcano's part by admitting the group (setting its phase).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from jobcontroller import PlanConfig
+from jobcontroller.operator import pod_group_crd_installed
+from jobcontroller.runtime.kube import CRDS, PODS, ApiError, KubeApi, Resource
+from jobcontroller.testing.operator import running
+from jobcontroller.testing.waiting import wait_for, wait_for_list
+from tf_operator.controller import TFJobController
+
+TFJOBS = Resource("kubeflow.org", "v1", "TFJob", "tfjobs")
+POD_GROUPS = Resource("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")
+
+VOLCANO_CRD: dict[str, Any] = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "podgroups.scheduling.volcano.sh"},
+    "spec": {
+        "group": "scheduling.volcano.sh",
+        "names": {"kind": "PodGroup", "plural": "podgroups", "singular": "podgroup"},
+        "scope": "Namespaced",
+        "versions": [
+            {
+                "name": "v1beta1",
+                "served": True,
+                "storage": True,
+                "subresources": {"status": {}},
+                "schema": {
+                    "openAPIV3Schema": {
+                        "type": "object",
+                        "x-kubernetes-preserve-unknown-fields": True,
+                    }
+                },
+            }
+        ],
+    },
+}
+
+
+def tfjob(name: str) -> dict[str, Any]:
+    def spec(n: int) -> dict[str, Any]:
+        container = {
+            "name": "tensorflow",
+            "image": "tf",
+            "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+        }
+        return {"replicas": n, "template": {"spec": {"containers": [container]}}}
+
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name},
+        "spec": {"tfReplicaSpecs": {"PS": spec(1), "Worker": spec(2)}},
+    }
+
+
+async def _install_volcano_crd(kube: KubeApi) -> None:
+    if not await pod_group_crd_installed(kube, "volcano"):
+        with contextlib.suppress(ApiError):  # another test may have just created it
+            await kube.create(CRDS, VOLCANO_CRD)
+    await wait_for(
+        kube,
+        CRDS,
+        "podgroups.scheduling.volcano.sh",
+        until=lambda o: (
+            o is not None
+            and any(
+                c.get("type") == "Established" and c.get("status") == "True"
+                for c in ((o.get("status") or {}).get("conditions") or [])
+            )
+        ),
+    )
+
+
+async def test_crd_detection(kube: KubeApi) -> None:
+    await _install_volcano_crd(kube)
+    assert await pod_group_crd_installed(kube, "volcano")
+    assert not await pod_group_crd_installed(kube, "scheduler-plugins-scheduler")
+    assert not await pod_group_crd_installed(kube, "")
+
+
+async def test_volcano_pod_group_gates_pods_until_admitted(
+    kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str
+) -> None:
+    await _install_volcano_crd(kube)
+    config = PlanConfig(gang_scheduler_name="volcano", pod_group_available=True)
+    async with running(kubeconfig, TFJobController(config=config)):
+        job = await kube.create(TFJOBS, tfjob("gang"), namespace=namespace)
+        group = await wait_for(
+            kube, POD_GROUPS, "gang", namespace=namespace, until=lambda o: o is not None
+        )
+        assert group is not None
+        assert group["spec"]["minMember"] == 3
+        assert group["spec"]["minResources"] == {"cpu": "3", "memory": "3Gi"}
+        assert group["metadata"]["ownerReferences"][0]["uid"] == job["metadata"]["uid"]
+        # Volcano has not admitted the group: no pod may exist yet.
+        pods, _ = await kube.list(PODS, namespace=namespace)
+        assert pods == []
+
+        # Play Volcano: admit the group. The PodGroup informer wakes the job.
+        await kube.merge_patch(
+            POD_GROUPS,
+            "gang",
+            {"status": {"phase": "Inqueue"}},
+            namespace=namespace,
+            subresource="status",
+        )
+        pods = await wait_for_list(
+            kube, PODS, namespace=namespace, until=lambda items: len(items) == 3
+        )
+        for pod in pods:
+            assert pod["spec"]["schedulerName"] == "volcano"
+            annotations = pod["metadata"]["annotations"]
+            assert annotations["scheduling.k8s.io/group-name"] == "gang"
+            rtype = pod["metadata"]["labels"]["training.kubeflow.org/replica-type"]
+            assert annotations["volcano.sh/task-spec"].lower() == rtype
+
+        # Suspending the job releases the gang: pods and the PodGroup go.
+        await kube.merge_patch(
+            TFJOBS, "gang", {"spec": {"runPolicy": {"suspend": True}}}, namespace=namespace
+        )
+        gone = await wait_for(
+            kube, POD_GROUPS, "gang", namespace=namespace, until=lambda o: o is None
+        )
+        assert gone is None
+        await wait_for_list(kube, PODS, namespace=namespace, until=lambda items: items == [])
