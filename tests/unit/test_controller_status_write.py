@@ -10,8 +10,12 @@ its own writes queue at once does not plan from the old status and finish the jo
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from controller_fakes import KEY, FakeApi, tf_controller, tf_job, true_conditions, worker_pod
 
+from jobcontroller.runtime.kube import ApiError
 from jobcontroller.runtime.metrics import Metrics
 
 RUNNING_STATUS = {
@@ -67,5 +71,27 @@ async def test_a_job_finishes_once_although_the_watch_has_not_shown_the_write_ye
     await controller.reconcile(KEY)  # queued again by the first one's events, before the watch
     assert "Failed" in true_conditions(api.job)
     assert api.status_writes == 1
+    labels = {"job_namespace": "ns", "framework": "tensorflow"}
+    assert metrics.registry.get_sample_value("training_operator_jobs_failed_total", labels) == 1
+
+
+class _DeleteFails(FakeApi):
+    """An apiserver that refuses to delete (a webhook, RBAC, an outage of one kind)."""
+
+    async def delete(self, resource: Any, name: str, **kwargs: Any) -> None:
+        raise ApiError(status=500, reason="InternalError", message="no deletes today")
+
+
+async def test_a_failing_clean_up_neither_hides_the_outcome_nor_counts_it_twice() -> None:
+    job = tf_job(status=RUNNING_STATUS)
+    job["spec"]["runPolicy"] = {"cleanPodPolicy": "All"}
+    api = _DeleteFails(job)
+    metrics = Metrics()
+    pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Failed", exit_code=1)]
+    controller = tf_controller(api, cached=[job, *pods], metrics=metrics)
+    for _ in range(2):  # the work queue retries the failed reconcile
+        with pytest.raises(ApiError):
+            await controller.reconcile(KEY)
+    assert "Failed" in true_conditions(api.job)
     labels = {"job_namespace": "ns", "framework": "tensorflow"}
     assert metrics.registry.get_sample_value("training_operator_jobs_failed_total", labels) == 1

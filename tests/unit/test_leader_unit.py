@@ -7,6 +7,7 @@ import copy
 from collections.abc import Callable
 from typing import Any, cast
 
+import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
@@ -29,7 +30,8 @@ class FakeLeases:
     def __init__(self) -> None:
         self.leases: dict[tuple[str, str], dict[str, Any]] = {}
         self.rv = 0
-        self.fail_writes: ApiError | None = None
+        self.fail_writes: Exception | None = None
+        self.write_attempts = 0
         self.reached: dict[int, asyncio.Event] = {}
 
     def _bump(self, obj: dict[str, Any]) -> dict[str, Any]:
@@ -49,6 +51,7 @@ class FakeLeases:
             raise ApiError(status=404, reason="NotFound") from None
 
     async def create(self, resource: Resource, body: dict[str, Any], *, namespace: str) -> Any:
+        self.write_attempts += 1
         if self.fail_writes is not None:
             raise self.fail_writes
         if (namespace, body["metadata"]["name"]) in self.leases:
@@ -56,6 +59,7 @@ class FakeLeases:
         return self._bump(body)
 
     async def replace(self, resource: Resource, body: dict[str, Any], *, namespace: str) -> Any:
+        self.write_attempts += 1
         if self.fail_writes is not None:
             raise self.fail_writes
         current = self.leases[(namespace, body["metadata"]["name"])]
@@ -166,6 +170,34 @@ async def test_hold_raises_when_renewals_fail_past_the_deadline() -> None:
     with pytest.raises(LeadershipLost, match="deadline"):
         await asyncio.wait_for(a.hold(), timeout=5)
     assert not a.is_leader
+
+
+async def test_hold_survives_transport_errors_until_the_deadline() -> None:
+    # aiohttp's disconnect and payload errors are not OSErrors; one must not crash the renew
+    # loop (the manager would then drain workers while nobody renews).
+    leases = FakeLeases()
+    loop_time = asyncio.get_running_loop().time
+    a = elector(leases, "a", loop_time, lease_duration=0.6, renew_deadline=0.4, retry_period=0.1)
+    assert await a.try_acquire_or_renew()
+    leases.fail_writes = aiohttp.ServerDisconnectedError()
+    with pytest.raises(LeadershipLost, match="deadline"):
+        await asyncio.wait_for(a.hold(), timeout=5)
+    assert leases.write_attempts > 2  # it kept trying
+
+
+async def test_acquire_retries_after_transport_errors() -> None:
+    leases = FakeLeases()
+    loop_time = asyncio.get_running_loop().time
+    a = elector(leases, "a", loop_time, lease_duration=0.6, renew_deadline=0.4, retry_period=0.05)
+    leases.fail_writes = aiohttp.ClientPayloadError("response cut short")
+    acquiring = asyncio.create_task(a.acquire())
+    async with asyncio.timeout(5):
+        while leases.write_attempts < 2:
+            assert not acquiring.done(), acquiring.exception()
+            await asyncio.sleep(0.01)
+    leases.fail_writes = None
+    await asyncio.wait_for(acquiring, timeout=5)
+    assert a.is_leader
 
 
 async def test_hold_raises_as_soon_as_another_holder_is_seen() -> None:

@@ -45,6 +45,7 @@ class FakeElector:
         self.revoke = asyncio.Event()
         self.is_leader = False
         self.log = log
+        self.failure: Exception = LeadershipLost("revoked")
 
     async def acquire(self) -> None:
         await self.grant.wait()
@@ -53,8 +54,9 @@ class FakeElector:
 
     async def hold(self) -> None:
         await self.revoke.wait()
-        self.is_leader = False
-        raise LeadershipLost("revoked")
+        if isinstance(self.failure, LeadershipLost):
+            self.is_leader = False
+        raise self.failure
 
     async def release(self) -> None:
         self.is_leader = False
@@ -312,6 +314,74 @@ async def test_losing_the_lease_cancels_workers_at_once_and_raises() -> None:
     assert cancelled == ["ns/a"]
     assert events == ["acquired"]  # not released: it is not ours any more
     assert not manager.healthy
+
+
+async def test_losing_the_lease_while_draining_cancels_reconciles_and_raises() -> None:
+    # The drain after SIGTERM may outlast the lease; once renewing stops, another replica may
+    # take over within lease_duration - renew_deadline, so the drain must not go on.
+    started = asyncio.Event()
+    cancelled: list[str] = []
+    events: list[str] = []
+
+    async def forever(key: str) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(key)
+            raise
+        return
+
+    c = FakeController(forever)
+    elector = FakeElector(events)
+    elector.grant.set()
+    manager, _ = make_manager(c, elector=elector)
+    manager.drain_timeout = 60  # must not be waited for
+    running = asyncio.create_task(manager.run())
+    assert c.queue is not None
+    c.queue.add("ns/a")
+    await asyncio.wait_for(started.wait(), timeout=5)
+    manager.stop()
+    await asyncio.sleep(0.05)
+    assert not running.done()  # draining
+    elector.revoke.set()
+    with pytest.raises(LeadershipLost):
+        await asyncio.wait_for(running, timeout=5)
+    assert cancelled == ["ns/a"]
+    assert events == ["acquired"]  # not released
+    assert not manager.healthy
+
+
+async def test_a_renew_task_that_crashes_counts_as_a_lost_lease() -> None:
+    # Nobody renews any more, so the lease will expire: no drain, no release.
+    started = asyncio.Event()
+    cancelled: list[str] = []
+    events: list[str] = []
+
+    async def forever(key: str) -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(key)
+            raise
+        return
+
+    c = FakeController(forever)
+    elector = FakeElector(events)
+    elector.grant.set()
+    elector.failure = RuntimeError("renew crashed")
+    manager, _ = make_manager(c, elector=elector)
+    manager.drain_timeout = 60  # must not be waited for
+    running = asyncio.create_task(manager.run())
+    assert c.queue is not None
+    c.queue.add("ns/a")
+    await asyncio.wait_for(started.wait(), timeout=5)
+    elector.revoke.set()
+    with pytest.raises(RuntimeError, match="renew crashed"):
+        await asyncio.wait_for(running, timeout=5)
+    assert cancelled == ["ns/a"]
+    assert events == ["acquired"]
 
 
 async def test_stop_before_run_returns_promptly() -> None:

@@ -83,3 +83,31 @@ def test_restarting_holds_until_the_replacement_runs() -> None:
     _set(pods["tf-worker-1"], "Running")
     _step(job, pods)
     assert _true(job) == {"Created", "Running"}
+
+
+def test_a_failed_never_replica_fails_the_job_once_the_restart_is_over() -> None:
+    """A slot under restartPolicy Never that failed is never replaced: it must not keep the job
+    Restarting for ever (which also hid that replica's failure: the job never failed)."""
+    job: Obj = _job()
+    template = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]
+    job["spec"]["tfReplicaSpecs"] = {
+        "PS": {"replicas": 1, "restartPolicy": "Never", "template": copy.deepcopy(template)},
+        "Worker": {"replicas": 2, "restartPolicy": "OnFailure", "template": template},
+    }
+    pods: dict[str, Obj] = {}
+    _step(job, pods)
+    for pod in pods.values():
+        _set(pod, "Running")
+    _step(job, pods)
+    assert "Running" in _true(job)
+
+    _set(pods["tf-worker-1"], "Failed", exit_code=137)  # evicted: recreated
+    _set(pods["tf-ps-0"], "Failed", exit_code=1)  # Never: stays failed
+    _step(job, pods)
+    assert "Restarting" in _true(job)
+    del pods["tf-worker-1"]
+    _step(job, pods)
+    _set(pods["tf-worker-1"], "Running")
+    for _ in range(3):
+        _step(job, pods)
+    assert "Failed" in _true(job)

@@ -260,10 +260,12 @@ class JobController:
 
     def _job_deleted(self, obj: Obj) -> None:
         meta = obj.get("metadata", {})
-        prefix = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        self._forget(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+
+    def _forget(self, key: str) -> None:
         for kind in self._resources:
-            self.expectations.delete(f"{prefix}/{kind}")
-        self._foreign.pop(prefix, None)
+            self.expectations.delete(f"{key}/{kind}")
+        self._foreign.pop(key, None)
 
     def _owner_job_key(self, obj: Obj) -> tuple[str | None, bool]:
         """The key of the job that controls ``obj`` (and True), or, for other objects wearing
@@ -328,8 +330,12 @@ class JobController:
 
     async def reconcile(self, key: str) -> float | None:
         namespace, _, name = key.partition("/")
-        raw = self._informers["job"].store.get(namespace, name)
+        store = self._informers["job"].store
+        raw = store.get(namespace, name)
         if raw is None:
+            # Also drops what a reconcile still in flight when the job went recorded after
+            # the delete handler ran (an object in its way), which nothing else would drop.
+            self._forget(key)
             return None
         if not all(self.expectations.satisfied(f"{key}/{k}") for k in self._resources):
             # Informer events will requeue the job as they arrive; the timer is the safety
@@ -337,6 +343,10 @@ class JobController:
             return self.expectations.timeout
         if key in self._foreign:
             await self._recheck_foreign(key, namespace)
+            raw = store.get(namespace, name)  # the job may have gone (or changed) meanwhile
+            if raw is None:
+                self._forget(key)
+                return None
         now = self._clock()
         result = plan(self, raw, self.observe(raw), now=now, config=self.config)
         errors = await self._execute(key, raw, result.actions)
@@ -344,7 +354,10 @@ class JobController:
         for event in result.events:
             self._record(raw, event)
         self._count(raw, result.metrics)
-        if result.status is not None and not errors:
+        if result.status is not None:
+            # Even when some writes failed: the status is read from the caches, not from those
+            # writes, and holding it back hid the outcome (a job whose clean-up keeps failing
+            # never showed Failed) while every retry counted its metrics again.
             await self._write_status(_after_own_patch(raw, patched), result.status)
         if errors:
             raise errors[0]
@@ -458,8 +471,8 @@ class JobController:
                 current = None
             if current is None or current["metadata"].get("uid") != seen["metadata"].get("uid"):
                 del entries[(kind, name)]
-        if not entries:
-            del self._foreign[key]
+        if not entries and self._foreign.get(key) is entries:
+            del self._foreign[key]  # (the job may have been deleted, and forgotten, meanwhile)
 
     async def _delete(self, key: str, job: Obj, action: DeleteObject) -> None:
         assert self._api is not None

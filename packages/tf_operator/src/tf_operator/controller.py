@@ -25,7 +25,7 @@ from jobcontroller import (
     phase,
     set_condition,
 )
-from jobcontroller.api import JobConditionType, JobModel, JobStatus, ReplicaSpec
+from jobcontroller.api import JobConditionType, JobModel, JobStatus, ReplicaSpec, RestartPolicy
 from tf_operator.api import (
     TF_CONTAINER_NAME,
     SuccessPolicy,
@@ -139,8 +139,11 @@ class TFJobController(JobController):
 
 def _replacing(status: JobStatus, specs: Mapping[str, ReplicaSpec]) -> bool:
     """Some replica slot has no running or succeeded pod: a restarted pod's replacement is
-    still to come (or still Pending)."""
+    still to come (or still Pending). Slots under Never get no replacement: waiting on them
+    would keep the job Restarting for ever, hiding their failure."""
     for rtype, spec in specs.items():
+        if spec.restart_policy == RestartPolicy.NEVER:
+            continue
         counts = status.replica_statuses.get(rtype)
         done = (counts.active + counts.succeeded) if counts is not None else 0
         if done < (spec.replicas or 0):

@@ -243,6 +243,11 @@ class Manager:
             raise
         finally:
             await self._shutdown(lost=isinstance(failure, LeadershipLost))
+            if failure is None:
+                # A runtime task that died during a graceful stop (the lease lost mid-drain)
+                # still makes the exit non-zero.
+                self._failed = self._fatal is not None and self._fatal.done()
+                self._raise_if_fatal()
 
     async def _wait_synced(self) -> None:
         try:
@@ -370,20 +375,20 @@ class Manager:
         self._shutting_down = True
         for _, queue in self._controllers.values():
             queue.shutdown()
+        renew = self._renew_task
+        # A renew task that ended for any reason no longer guarantees the lease: treat it as lost.
+        lost = lost or (renew is not None and renew.done())
         if self._worker_tasks:
             if lost or self._force:
                 for task in self._worker_tasks:
                     task.cancel()
             else:
-                _, pending = await asyncio.wait(self._worker_tasks, timeout=self.drain_timeout)
-                if pending:
-                    log.warning("drain timeout; cancelling reconciles", unfinished=len(pending))
-                    for task in pending:
-                        task.cancel()
+                await self._drain(renew)
             await asyncio.wait(self._worker_tasks)
-        if self._renew_task is not None:
-            self._renew_task.cancel()
-            await asyncio.wait({self._renew_task})
+        lost = lost or (renew is not None and renew.done())
+        if renew is not None:
+            renew.cancel()
+            await asyncio.wait({renew})
         if self.elector is not None and not lost:
             await self.elector.release()
         await self.events.close()
@@ -392,3 +397,25 @@ class Manager:
         if self._informer_tasks:
             await asyncio.wait(self._informer_tasks)
         log.info("manager stopped", leadership_lost=lost)
+
+    async def _drain(self, renew: asyncio.Task[None] | None) -> None:
+        """Let in-flight reconciles finish, for at most ``drain_timeout``, and only while the
+        lease is renewed: if renewing stops mid-drain, another replica may take over within
+        ``lease_duration - renew_deadline`` seconds, so the reconciles are cancelled at once."""
+        drained = asyncio.ensure_future(asyncio.wait(self._worker_tasks))
+        watched: set[asyncio.Future[Any]] = {drained}
+        if renew is not None:
+            watched.add(renew)
+        try:
+            await asyncio.wait(watched, timeout=self.drain_timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            drained.cancel()  # cancels only the wait, not the workers
+        pending = [task for task in self._worker_tasks if not task.done()]
+        if not pending:
+            return
+        if renew is not None and renew.done():
+            log.error("lease lost while draining; cancelling reconciles", unfinished=len(pending))
+        else:
+            log.warning("drain timeout; cancelling reconciles", unfinished=len(pending))
+        for task in pending:
+            task.cancel()
