@@ -95,3 +95,38 @@ async def test_a_failing_clean_up_neither_hides_the_outcome_nor_counts_it_twice(
     assert "Failed" in true_conditions(api.job)
     labels = {"job_namespace": "ns", "framework": "tensorflow"}
     assert metrics.registry.get_sample_value("training_operator_jobs_failed_total", labels) == 1
+
+
+class _JobDeleteFails(FakeApi):
+    fail = True
+
+    async def delete(self, resource: Any, name: str, **kwargs: Any) -> None:
+        if resource.kind == "TFJob" and self.fail:
+            raise ApiError(status=500, reason="InternalError", message="try later")
+        await super().delete(resource, name, **kwargs)
+
+
+async def test_a_job_deleted_after_its_ttl_is_counted_once_however_often_it_is_tried() -> None:
+    status = {
+        "conditions": [
+            {"type": "Created", "status": "True", "reason": "TFJobCreated", "message": "c"},
+            {"type": "Failed", "status": "True", "reason": "TFJobFailed", "message": "f"},
+        ],
+        "startTime": "2024-01-01T00:00:00Z",
+        "completionTime": "2024-01-01T00:00:00Z",
+    }
+    job = tf_job(status=status)
+    job["spec"]["runPolicy"] = {"ttlSecondsAfterFinished": 0}
+    api = _JobDeleteFails(job)
+    metrics = Metrics()
+    controller = tf_controller(api, cached=[job], metrics=metrics)
+    labels = {"job_namespace": "ns", "framework": "tensorflow"}
+    for _ in range(2):
+        with pytest.raises(ApiError):
+            await controller.reconcile(KEY)
+    deleted = "training_operator_jobs_deleted_total"
+    assert not metrics.registry.get_sample_value(deleted, labels)
+    api.fail = False
+    await controller.reconcile(KEY)
+    assert ("TFJob", "tf") not in api.objects
+    assert metrics.registry.get_sample_value(deleted, labels) == 1

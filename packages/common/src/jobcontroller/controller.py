@@ -353,7 +353,9 @@ class JobController:
         patched = self._patched_jobs.pop(key, None)
         for event in result.events:
             self._record(raw, event)
-        self._count(raw, result.metrics)
+        # DELETED is counted by the deletion itself: a failed one is planned (and was
+        # counted) again on every retry.
+        self._count(raw, tuple(m for m in result.metrics if m != JobMetric.DELETED))
         if result.status is not None:
             # Even when some writes failed: the status is read from the caches, not from those
             # writes, and holding it back hid the outcome (a job whose clean-up keeps failing
@@ -520,6 +522,7 @@ class JobController:
             self._warn(job, "FailedDeleteJob", f"Error deleting: {exc.message}")
             raise
         self._record(job, Event("Normal", "SuccessfulDeleteJob", f"Deleted job: {meta['name']}"))
+        self._count(job, (JobMetric.DELETED,))
 
     async def _write_status(self, job: Obj, status: JobStatus) -> None:
         """PUT the status subresource when it differs from the cached one.
