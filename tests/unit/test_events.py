@@ -148,6 +148,20 @@ def test_many_distinct_messages_are_combined_into_one_event() -> None:
     assert combined[-1].message == COMBINED_PREFIX + "Created pod: mnist-worker-12"
 
 
+def test_memory_of_distinct_messages_is_bounded_by_the_combine_limit() -> None:
+    # A job failing with a new message every few seconds never leaves the similar window, so
+    # remembering every message would grow without bound; past the limit they are combined anyway.
+    settings = CorrelatorSettings(max_similar=10, burst=100_000)
+    c, clock = EventCorrelator(settings=settings), FakeClock()
+    for i in range(1000):
+        clock.now += 5
+        observe(c, clock, message=f"pod mnist-worker-{i} failed")
+    (similar,) = c._similar.values()  # the one (object, type, reason) entry
+    assert len(similar.messages) == 11
+    again = observe(c, clock, message="pod mnist-worker-0 failed")
+    assert again.message == COMBINED_PREFIX + "pod mnist-worker-0 failed"
+
+
 def test_cluster_scoped_objects_get_events_in_default() -> None:
     c, clock = EventCorrelator(), FakeClock()
     node = {"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "n"}

@@ -282,6 +282,22 @@ def test_stream_failures_rewatch_from_the_last_version_after_backoff(
     assert started[0] - vtime.START >= 0.6  # the backoff was slept (virtual time)
 
 
+def test_a_throttled_watch_waits_at_least_the_servers_retry_after() -> None:
+    # 429 on the watch itself: priority-and-fairness asked for a pause longer than our backoff.
+    api = ScriptedApi()
+    api.lists = [([], "1")]
+    api.watches = [[ApiError(status=429, reason="TooManyRequests", retry_after=20.0)]]
+    informer, _, metrics = make(api)
+    started: list[float] = []
+
+    async def check() -> None:
+        started.append(asyncio.get_running_loop().time())
+
+    run_until_idle(api, informer, check)
+    assert restarts(metrics, "error") == 1
+    assert started[0] - vtime.START >= 20.0  # virtual time
+
+
 def test_silent_stream_is_reopened_at_once() -> None:
     # Idle resource types get no bookmarks, so inactivity is routine, not a failure.
     api = ScriptedApi()

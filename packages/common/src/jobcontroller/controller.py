@@ -82,6 +82,10 @@ def pod_group_resource(gang_scheduler_name: str) -> Resource | None:
     return VOLCANO_POD_GROUPS if gang_scheduler_name == "volcano" else PLUGINS_POD_GROUPS
 
 
+def _is_terminating(obj: Obj) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
 def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
@@ -145,6 +149,8 @@ class JobController:
         if pg is not None and self.config.pod_group_available:
             self._resources[POD_GROUP] = pg
         self._informers: dict[str, Informer] = {}
+        self._terminating: set[str] = set()
+        """UIDs whose deletion was already counted when they started terminating."""
         self._api: KubeApi | None = None
         self._events: EventRecorder | None = None
         self._metrics: Metrics | None = None
@@ -246,10 +252,20 @@ class JobController:
             self._owned_changed(kind, obj, created=True)
 
         def on_update(old: Obj, new: Obj) -> None:
-            self._owned_changed(kind, new)
+            # A deletion is observed when the object starts terminating, as upstream
+            # controllers count it: a pod held by a finalizer or a long grace period must not
+            # keep its job from being planned until the expectation expires.
+            uid = str((new.get("metadata") or {}).get("uid") or "")
+            starts = _is_terminating(new) and not _is_terminating(old) and bool(uid)
+            if starts:
+                self._terminating.add(uid)
+            self._owned_changed(kind, new, deleted=starts)
 
         def on_delete(obj: Obj) -> None:
-            self._owned_changed(kind, obj, deleted=True)
+            uid = str((obj.get("metadata") or {}).get("uid") or "")
+            counted = uid in self._terminating
+            self._terminating.discard(uid)
+            self._owned_changed(kind, obj, deleted=not counted)
 
         informer.add_handlers(on_add=on_add, on_update=on_update, on_delete=on_delete)
 

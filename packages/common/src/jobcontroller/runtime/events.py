@@ -175,7 +175,10 @@ class EventCorrelator:
         similar = self._similar.get(similar_key)
         if similar is None or now - similar.last_seen > s.similar_window:
             similar = _Similar(messages=set(), last_seen=now)
-        similar.messages.add(message)
+        if len(similar.messages) <= s.max_similar:
+            # Past the limit every message is combined anyway; remembering more would let a
+            # job that keeps failing with new messages grow this set without bound.
+            similar.messages.add(message)
         similar.last_seen = now
         self._similar.touch(similar_key, similar)
         if len(similar.messages) > s.max_similar:

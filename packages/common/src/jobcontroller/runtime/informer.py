@@ -343,6 +343,9 @@ class Informer:
     async def _failed(self, reason: str, exc: BaseException) -> None:
         self._restart(reason)
         delay = self._backoff.next_delay()
+        if isinstance(exc, ApiError) and exc.retry_after:
+            # A throttled LIST or WATCH (429): the server's pause, up to our longest delay.
+            delay = max(delay, min(exc.retry_after, self._settings.backoff_max))
         level = log.info if reason == "gone" else log.warning
         level(
             "informer.restart",

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import structlog
 
 from jobcontroller.runtime.clock import Clock, monotonic
@@ -41,6 +42,10 @@ log = structlog.get_logger(__name__)
 
 #: Acquire attempts are spread by up to this fraction of the retry period (client-go's 1.2).
 _JITTER = 0.2
+
+#: Failures of one attempt that the next attempt may not have. aiohttp's disconnect and payload
+#: errors are not OSErrors; letting one escape would end renewing while workers still run.
+_ATTEMPT_ERRORS = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
 
 
 class LeadershipLost(Exception):
@@ -126,7 +131,7 @@ class LeaderElector:
                 async with asyncio.timeout(cfg.retry_period):
                     if await self.try_acquire_or_renew():
                         break
-            except (ApiError, OSError, TimeoutError) as exc:
+            except _ATTEMPT_ERRORS as exc:
                 log.warning("lease acquire attempt failed", error=str(exc) or type(exc).__name__)
             await asyncio.sleep(cfg.retry_period * (1 + random.random() * _JITTER))
         transitions = ((self._lease or {}).get("spec") or {}).get("leaseTransitions", 0)
@@ -150,7 +155,7 @@ class LeaderElector:
                         if await self.try_acquire_or_renew():
                             break
                     self._lost(f"lease held by {self._holder()!r}")
-                except (ApiError, OSError, TimeoutError) as exc:
+                except _ATTEMPT_ERRORS as exc:
                     log.warning("lease renew failed", error=str(exc) or type(exc).__name__)
                 await asyncio.sleep(min(cfg.retry_period / 4, max(0.0, deadline - self._clock())))
 
@@ -170,7 +175,7 @@ class LeaderElector:
         try:
             async with asyncio.timeout(self.config.retry_period):
                 self._lease = await self._api.replace(LEASES, body, namespace=self.config.namespace)
-        except (ApiError, OSError, TimeoutError) as exc:
+        except _ATTEMPT_ERRORS as exc:
             log.warning("lease release failed; successor waits for expiry", error=str(exc))
         else:
             log.info("lease released", lease=f"{self.config.namespace}/{self.config.name}")

@@ -407,7 +407,9 @@ class Manager:
         if renew is not None:
             watched.add(renew)
         try:
-            await asyncio.wait(watched, timeout=self.drain_timeout, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(
+                watched, timeout=self.drain_timeout, return_when=asyncio.FIRST_COMPLETED
+            )
         finally:
             drained.cancel()  # cancels only the wait, not the workers
         pending = [task for task in self._worker_tasks if not task.done()]
