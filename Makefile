@@ -8,7 +8,7 @@ PY := $(UV) run --frozen
 CLUSTER_DIR ?= .cluster
 PYTEST_ARGS ?=
 
-.PHONY: help bootstrap control-plane lint format crds test test-unit test-integration cluster-up cluster-down demo bench clean
+.PHONY: help bootstrap control-plane lint format crds test test-unit cluster-up cluster-down demo bench clean
 
 help:
 	@echo "make demo     run the three operators against a local cluster with the seed jobs"
@@ -38,8 +38,9 @@ format: bootstrap
 crds: bootstrap
 	$(PY) python hack/gen-crds.py
 
-test-unit: bootstrap
-	$(PY) pytest tests/unit $(PYTEST_ARGS)
+test-unit: bootstrap control-plane
+	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
+	  $(PY) pytest tests/unit $(PYTEST_ARGS)
 
 test: bootstrap control-plane lint
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
