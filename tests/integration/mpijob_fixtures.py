@@ -101,6 +101,14 @@ async def launcher_job(kube: KubeApi, name: str, *, namespace: str) -> dict[str,
     return job
 
 
-async def event_reasons(kube: KubeApi, namespace: str) -> list[str]:
-    events, _ = await kube.list(EVENTS, namespace=namespace)
-    return [e.get("reason", "") for e in events]
+async def wait_for_event(kube: KubeApi, namespace: str, reason: str) -> None:
+    """Wait until an Event with ``reason`` exists: the recorder sends Events from a background
+    task, so they may trail the status write that the test saw first."""
+    await wait_for_list(
+        kube,
+        EVENTS,
+        namespace=namespace,
+        until=lambda events: any(e.get("reason") == reason for e in events),
+        timeout=20,
+        what=f"an event with reason {reason}",
+    )

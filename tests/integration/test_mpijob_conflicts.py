@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from mpijob_fixtures import MPIJOBS, condition, event_reasons, mpijob, wait_condition
+from mpijob_fixtures import MPIJOBS, condition, mpijob, wait_condition, wait_for_event
 
 from jobcontroller.runtime.kube import (
     CONFIGMAPS,
@@ -88,7 +88,7 @@ async def test_foreign_object_is_reported_and_left_alone(
         cond = condition(job, "Created")
         assert cond is not None and cond["status"] == "True"
         assert f'"{before["metadata"]["name"]}" of Kind "{kind}"' in cond["message"]
-        assert "ErrResourceExists" in await event_reasons(kube, ns)
+        await wait_for_event(kube, ns, "ErrResourceExists")
         await asyncio.sleep(1)  # more reconciles: still untouched
         after = await kube.get(resource, before["metadata"]["name"], namespace=ns)
         assert content(after) == content(before)

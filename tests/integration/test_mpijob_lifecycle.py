@@ -9,10 +9,10 @@ import yaml
 from mpijob_fixtures import (
     MPIJOBS,
     condition,
-    event_reasons,
     launcher_job,
     mpijob,
     wait_condition,
+    wait_for_event,
     worker_pods,
 )
 
@@ -55,7 +55,7 @@ async def test_horovod_seed_succeeds_and_cleans_up_workers(
         labels = {"job_namespace": ns, "framework": "mpi"}
         assert op.counter("training_operator_jobs_created_total", **labels) == 1
         assert op.counter("training_operator_jobs_successful_total", **labels) == 1
-        assert "MPIJobSucceeded" in await event_reasons(kube, ns)
+        await wait_for_event(kube, ns, "MPIJobSucceeded")
 
 
 async def test_launcher_failures_up_to_backoff_limit_fail_the_job(
@@ -82,7 +82,7 @@ async def test_launcher_failures_up_to_backoff_limit_fail_the_job(
         assert set(await worker_pods(kube, ns, count=2)) == {"pi-worker-0", "pi-worker-1"}
         labels = {"job_namespace": ns, "framework": "mpi"}
         assert op.counter("training_operator_jobs_failed_total", **labels) == 1
-        assert "BackoffLimitExceeded" in await event_reasons(kube, ns)
+        await wait_for_event(kube, ns, "BackoffLimitExceeded")
 
 
 async def test_active_deadline_is_the_launcher_jobs(
@@ -138,4 +138,4 @@ async def test_evicted_worker_fails_the_job_and_the_rest_is_cleaned_up(
             label_selector="training.kubeflow.org/job-role=launcher",
             until=lambda items: not items,
         )
-        assert "MPIJobEvicted" in await event_reasons(kube, ns)
+        await wait_for_event(kube, ns, "MPIJobEvicted")
