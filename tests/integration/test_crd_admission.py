@@ -263,6 +263,58 @@ REJECTED: list[Any] = [
         ["metadata.name", "<name>-launcher"],
         id="mpi-launcher-name-too-long",
     ),
+    # What Kubernetes can hold (int32), and what each field means.
+    pytest.param(
+        _tfjob,
+        _set(f"{TF_WORKER}.replicas", 2**31),
+        ["replicas", "should be less than or equal to 2147483647"],
+        id="tf-replicas-past-int32",
+    ),
+    pytest.param(
+        _mpijob,
+        _set(f"{MPI}.Worker.replicas", 2**63 - 1),
+        ["replicas", "should be less than or equal to 2147483647"],
+        id="mpi-replicas-int64",
+    ),
+    pytest.param(
+        _tfjob,
+        _set("spec.tfReplicaSpecs.Trainer", TF_CHIEFS | {"replicas": 1}),
+        ["replica types must be Chief, Master, PS, Worker or Evaluator"],
+        id="tf-unknown-type",
+    ),
+    pytest.param(
+        _tfjob,
+        _chain(_set("spec.tfReplicaSpecs.PS", TF_CHIEFS), _set(TF_WORKER, None)),
+        ["a Chief, Master or Worker replica is required"],
+        id="tf-ps-only",
+    ),
+    pytest.param(
+        _mpijob,
+        _set("spec.slotsPerWorker", 0),
+        ["slotsPerWorker", "should be greater than or equal to 1"],
+        id="mpi-zero-slots",
+    ),
+    pytest.param(
+        _mpijob,
+        _set("spec.slotsPerWorker", 2**31),
+        ["slotsPerWorker", "should be less than or equal to 2147483647"],
+        id="mpi-slots-past-int32",
+    ),
+    *(
+        pytest.param(
+            _pytorchjob,
+            _set("spec.nprocPerNode", value),
+            ["nprocPerNode", "should match"],
+            id=f"pt-nproc-{value or 'empty'}",
+        )
+        for value in ("abc", "0", "-1", "")
+    ),
+    pytest.param(
+        _pytorchjob,
+        _set("spec.elasticPolicy", {"rdzvBackend": "zookeeper"}),
+        ["rdzvBackend", "Unsupported value", "c10d"],
+        id="pt-rdzv-backend",
+    ),
 ]
 
 

@@ -29,6 +29,7 @@ from jobcontroller.core import (
     POD_GROUP,
     SERVICE,
     Action,
+    CreateFailure,
     CreateObject,
     DeleteJob,
     DeleteObject,
@@ -257,6 +258,8 @@ class FakeCluster:
     job: Obj
     objects: dict[tuple[str, str], Obj] = field(default_factory=dict)
     job_deleted: bool = False
+    create_failure: CreateFailure | None = None
+    """What the executor would report of refused creations."""
     _uids: Iterator[int] = field(default_factory=itertools.count)
 
     def add(self, obj: Obj) -> Obj:
@@ -286,6 +289,7 @@ class FakeCluster:
             services=by_kind.pop(SERVICE, []),
             owned=by_kind,
             lookup=lambda kind, name: self.objects.get((kind, name)),
+            create_failure=self.create_failure,
         )
 
     def plan(

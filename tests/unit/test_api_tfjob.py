@@ -94,7 +94,17 @@ VALID = {"Chief": _replica(1), "PS": _replica(2), "Worker": _replica(4), "Evalua
     ("specs", "name", "extra", "expected"),
     [
         pytest.param(VALID, "mnist", {}, None, id="valid"),
-        pytest.param({"custom": _replica(1)}, "mnist", {}, None, id="custom-type-allowed"),
+        pytest.param(
+            {"custom": _replica(1), "Worker": _replica(1)},
+            "mnist",
+            {},
+            "must be Chief, Master, PS, Worker or Evaluator",
+            id="unknown-type-refused",
+        ),
+        pytest.param({"ps": _replica(1)}, "mnist", {}, "Worker replica is required", id="ps-only"),
+        pytest.param(
+            {"evaluator": _replica(1), "WORKER": _replica(2)}, "mnist", {}, None, id="any-case"
+        ),
         pytest.param(VALID, "Mnist", {}, "DNS-1035", id="uppercase-name"),
         pytest.param(VALID, "1mnist", {}, "DNS-1035", id="leading-digit"),
         pytest.param({}, "mnist", {}, "must be specified", id="no-replica-specs"),
@@ -158,8 +168,9 @@ def test_validation(
 
 def test_name_length_counts_the_longest_replica_type_and_index() -> None:
     # "<51 chars>-evaluator-0" is exactly 63 characters; with 53 it is 65.
-    assert validate_tfjob(_job({"Evaluator": _replica(1)}, name="e" * 51)) == []
-    errors = validate_tfjob(_job({"Evaluator": _replica(1)}, name="e" * 53))
+    specs = {"Evaluator": _replica(1), "Worker": _replica(1)}
+    assert validate_tfjob(_job(specs, name="e" * 51)) == []
+    errors = validate_tfjob(_job(specs, name="e" * 53))
     assert errors == [
         "metadata.name: too long: pod and service name "
         f"'{'e' * 53}-evaluator-0' would exceed 63 characters; "

@@ -315,3 +315,18 @@ async def test_sender_keeps_going_after_a_failure(status: int) -> None:
     assert [c[2]["reason"] for c in sink.calls] == ["A", "B"]
     assert [e["reason"] for e in sink.events.values()] == ["B"]
     assert rec.statistics().failed_total == 1
+
+
+async def test_events_are_dropped_while_the_gate_says_no() -> None:
+    """The manager sets the gate to the elector's ``holds_lease``: a replica that lost the
+    Lease, or woke from a freeze past its renew deadline, writes no Event."""
+    sink = FakeSink()
+    allowed = [True]
+    rec = make_recorder(sink, may_send=lambda: allowed[0])
+    rec.record(JOB, type="Normal", reason="First", message="m")
+    await settle()
+    allowed[0] = False
+    rec.record(JOB, type="Normal", reason="Second", message="m")
+    await rec.close()
+    assert [body["reason"] for _, _, body in sink.calls] == ["First"]
+    assert rec.statistics().dropped_total == 1

@@ -248,3 +248,20 @@ def test_default_identity_is_unique_per_elector() -> None:
     one = LeaderElectionConfig(namespace="ns", name="op")
     two = LeaderElectionConfig(namespace="ns", name="op")
     assert one.identity != two.identity
+
+
+async def test_a_leader_frozen_past_its_renew_deadline_holds_nothing_when_it_wakes() -> None:
+    """SIGSTOP, or a long pause: the renew loop has not run yet, so ``is_leader`` is still
+    True, but another replica may hold the lease by now; ``holds_lease`` says no at once."""
+    leases = FakeLeases()
+    now = [100.0]
+    a = elector(leases, "a", lambda: now[0])
+    assert await a.try_acquire_or_renew()
+    assert a.holds_lease()
+    now[0] += 9.9
+    assert a.holds_lease()
+    now[0] += 0.2  # past the 10 s renew deadline
+    assert a.is_leader
+    assert not a.holds_lease()
+    assert await a.try_acquire_or_renew()  # a renewal makes it hold the lease again
+    assert a.holds_lease()

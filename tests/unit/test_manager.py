@@ -62,6 +62,9 @@ class FakeElector:
         self.is_leader = False
         self.log.append("released")
 
+    def holds_lease(self) -> bool:
+        return self.is_leader
+
 
 class NullSink:
     async def create(self, *a: Any, **kw: Any) -> dict[str, Any]:
@@ -399,3 +402,107 @@ def test_controller_names_must_be_unique() -> None:
 
     with pytest.raises(ValueError, match="already"):
         make_manager(FakeController(ok), FakeController(ok))
+
+
+class EventLog:
+    """An event sink that notes each write in the shared log."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+        self.hold: set[str] = set()
+
+    async def create(self, resource: Any, body: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        if body["reason"] in self.hold:
+            await asyncio.Event().wait()
+        self.log.append(f"event {body['reason']}")
+        return body
+
+    async def merge_patch(self, *a: Any, **kw: Any) -> dict[str, Any]:
+        return {}
+
+
+JOB = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ns", "uid": "u"}}
+
+
+def _manager_with_event_log(
+    c: FakeController, log: list[str], elector: FakeElector
+) -> tuple[Manager, EventRecorder]:
+    recorder = EventRecorder(EventLog(log), component="test")
+    manager = Manager(
+        cast(KubeApi, None),
+        component="test",
+        elector=cast(LeaderElector, elector),
+        events=recorder,
+    )
+    manager.add(cast(Controller, c))
+    return manager, recorder
+
+
+async def test_a_graceful_stop_sends_pending_events_before_releasing_the_lease() -> None:
+    log: list[str] = []
+    recorder_box: list[EventRecorder] = []
+
+    async def emit(key: str) -> None:
+        recorder_box[0].record(JOB, type="Normal", reason="Done", message="m")
+
+    c = FakeController(emit)
+    elector = FakeElector(log)
+    elector.grant.set()
+    manager, recorder = _manager_with_event_log(c, log, elector)
+    recorder_box.append(recorder)
+    running = asyncio.create_task(manager.run())
+    assert c.queue is not None
+    c.queue.add("ns/a")
+    await until(lambda: c.calls == ["ns/a"])
+    await stop(manager, running)
+    assert log == ["acquired", "event Done", "released"]
+
+
+async def test_a_replica_that_lost_the_lease_sends_no_more_events() -> None:
+    log: list[str] = []
+    recorder_box: list[EventRecorder] = []
+    started = asyncio.Event()
+
+    async def emit_and_hang(key: str) -> None:
+        recorder_box[0].record(JOB, type="Normal", reason="Slow", message="m")
+        recorder_box[0].record(JOB, type="Normal", reason="Late", message="m")
+        started.set()
+        await asyncio.Event().wait()
+
+    c = FakeController(emit_and_hang)
+    elector = FakeElector(log)
+    elector.grant.set()
+    manager, recorder = _manager_with_event_log(c, log, elector)
+    recorder_box.append(recorder)
+    sink = cast(EventLog, recorder._api)
+    sink.hold = {"Slow"}  # that write hangs, so "Late" is still pending when the lease goes
+    running = asyncio.create_task(manager.run())
+    assert c.queue is not None
+    c.queue.add("ns/a")
+    await asyncio.wait_for(started.wait(), timeout=5)
+    elector.revoke.set()
+    with pytest.raises(LeadershipLost):
+        await asyncio.wait_for(running, timeout=5)
+    assert log == ["acquired"]
+    assert recorder.statistics().dropped_total >= 1
+
+
+async def test_an_unreachable_api_server_never_delays_a_key_past_the_cap() -> None:
+    """However many times a key failed while the server was away, it is tried again within a
+    few seconds (client-go's per-key backoff would have grown to minutes)."""
+
+    async def unreachable(key: str) -> None:
+        raise ConnectionRefusedError("connect failed")
+
+    c = FakeController(unreachable)
+    manager, registry = make_manager(c)
+    running = asyncio.create_task(manager.run())
+    assert c.queue is not None
+    # Twenty earlier failures: the limiter alone would wait 5 ms * 2**20, about 87 minutes.
+    for _ in range(20):
+        c.queue._limiter.when("ns/a")
+    c.queue.add("ns/a")
+    await until(lambda: reconciles(registry, "error") == 1)
+    waiting = c.queue._waiting["ns/a"]
+    assert waiting[0] - asyncio.get_running_loop().time() <= 5.0
+    await stop(manager, running)

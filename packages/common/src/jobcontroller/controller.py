@@ -22,6 +22,7 @@ every record expires after five minutes, so no job ever waits on a lost one (kub
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import os
 from collections.abc import Callable, Mapping
@@ -38,6 +39,7 @@ from jobcontroller.core.types import (
     POD_GROUP,
     SERVICE,
     Action,
+    CreateFailure,
     CreateObject,
     DeleteJob,
     DeleteObject,
@@ -84,6 +86,28 @@ def pod_group_resource(gang_scheduler_name: str) -> Resource | None:
 
 def _is_terminating(obj: Obj) -> bool:
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _finished(job: Obj) -> bool:
+    """Whether the stored status of ``job`` has Succeeded or Failed True."""
+    return any(
+        c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or ()
+    )
+
+
+#: Phrases of the API server's messages when an admission plugin (a webhook, a
+#: ValidatingAdmissionPolicy) refused an object: the object may be fine once the policy changes.
+_ADMISSION_MARKERS = ("admission webhook", "ValidatingAdmissionPolicy", "denied request")
+
+
+def _is_permanent_refusal(exc: ApiError) -> bool:
+    """The object itself is invalid (400/422 from the API server's own validation), so the same
+    object will never be accepted. Quotas (403), admission policies and server errors may pass."""
+    if exc.status not in (400, 422):
+        return False
+    text = exc.message or str(exc)
+    return not any(marker in text for marker in _ADMISSION_MARKERS)
 
 
 def _utcnow() -> dt.datetime:
@@ -161,6 +185,9 @@ class JobController:
         self._patched_jobs: dict[str, Obj] = {}
         # Objects outside the caches that a create ran into, by job key then (kind, name).
         self._foreign: dict[str, dict[tuple[str, str], Obj]] = {}
+        # The latest run of identical creation failures, by job key (one entry per job at
+        # most, dropped by a successful creation and when the job goes).
+        self._create_failures: dict[str, CreateFailure] = {}
 
     # ----------------------------------------------------------------- Framework defaults
 
@@ -282,6 +309,7 @@ class JobController:
         for kind in self._resources:
             self.expectations.delete(f"{key}/{kind}")
         self._foreign.pop(key, None)
+        self._create_failures.pop(key, None)
 
     def _owner_job_key(self, obj: Obj) -> tuple[str | None, bool]:
         """The key of the job that controls ``obj`` (and True), or, for other objects wearing
@@ -342,6 +370,7 @@ class JobController:
             owned=others,
             lookup=lookup,
             controlled_by=controlled_by,
+            create_failure=self._create_failures.get(f"{ns}/{meta.get('name', '')}"),
         )
 
     async def reconcile(self, key: str) -> float | None:
@@ -365,6 +394,14 @@ class JobController:
                 return None
         now = self._clock()
         result = plan(self, raw, self.observe(raw), now=now, config=self.config)
+        finishing = result.status is not None and is_finished(result.status) and not _finished(raw)
+        if finishing:
+            assert result.status is not None
+            # The terminal condition is stored before any clean-up is sent: an operator that
+            # dies between deleting a finished job's pods and writing its status would find,
+            # once restarted, an unfinished job with no pods and run it all again.
+            if not await self._write_status(raw, result.status):
+                return None  # a newer job is on its way to the cache; plan from that one
         errors = await self._execute(key, raw, result.actions)
         patched = self._patched_jobs.pop(key, None)
         for event in result.events:
@@ -372,7 +409,7 @@ class JobController:
         # DELETED is counted by the deletion itself: a failed one is planned (and was
         # counted) again on every retry.
         self._count(raw, tuple(m for m in result.metrics if m != JobMetric.DELETED))
-        if result.status is not None:
+        if result.status is not None and not finishing:
             # Even when some writes failed: the status is read from the caches, not from those
             # writes, and holding it back hid the outcome (a job whose clean-up keeps failing
             # never showed Failed) while every retry counted its metrics again.
@@ -389,19 +426,76 @@ class JobController:
         return result.requeue_after
 
     async def _execute(self, key: str, job: Obj, actions: tuple[Action, ...]) -> list[Exception]:
-        """Carry out ``actions`` concurrently; returns the errors (already reported)."""
+        """Carry out ``actions`` concurrently, creations in slow-start batches; returns the
+        errors (already reported)."""
         if not actions:
             return []
+        creates = [a for a in actions if isinstance(a, CreateObject)]
+        others = [a for a in actions if not isinstance(a, CreateObject)]
         results = await asyncio.gather(
-            *(self._act(key, job, action) for action in actions), return_exceptions=True
+            *(self._act(key, job, action) for action in others),
+            self._create_in_batches(key, job, creates),
+            return_exceptions=True,
         )
         errors: list[Exception] = []
         for r in results:
-            if isinstance(r, Exception):
+            if isinstance(r, list):
+                errors.extend(r)
+            elif isinstance(r, Exception):
                 errors.append(r)
             elif isinstance(r, BaseException):
                 raise r
         return errors
+
+    async def _create_in_batches(
+        self, key: str, job: Obj, creates: list[CreateObject]
+    ) -> list[Exception]:
+        """Create in batches of 1, 2, 4... (the batch Job controller's slow start): a job
+        whose objects the API server refuses costs one call per pass, not one per object.
+        Stops at the first failed batch, and before each batch once the job is gone,
+        terminating or suspended, or the operator is shutting down."""
+        errors: list[Exception] = []
+        size, start = 1, 0
+        while start < len(creates) and not errors:
+            if start and not self._still_wanted(job):
+                log.debug("creation stopped", skipped=len(creates) - start)
+                break
+            batch = creates[start : start + size]
+            start, size = start + len(batch), size * 2
+            results = await asyncio.gather(
+                *(self._act(key, job, action) for action in batch), return_exceptions=True
+            )
+            for r in results:
+                if isinstance(r, Exception):
+                    errors.append(r)
+                elif isinstance(r, BaseException):
+                    raise r
+            refused = next(
+                (
+                    (action, r)
+                    for action, r in zip(batch, results, strict=True)
+                    if isinstance(r, ApiError)
+                ),
+                None,
+            )
+            if refused is not None:
+                self._note_create_failure(key, *refused)  # once per pass: one retry each
+            elif any(r is None for r in results):
+                self._create_failures.pop(key, None)
+        return errors
+
+    def _still_wanted(self, job: Obj) -> bool:
+        """Whether more objects may be created for ``job`` now (read from the cache)."""
+        if self._queue is not None and self._queue.shutting_down:
+            return False
+        meta = job["metadata"]
+        current = self._informers["job"].store.get(meta.get("namespace", ""), meta["name"])
+        if current is None or _is_terminating(current):
+            return False
+        if (current.get("metadata") or {}).get("uid") != meta.get("uid"):
+            return False
+        run_policy = (current.get("spec") or {}).get("runPolicy") or {}
+        return not run_policy.get("suspend")
 
     async def _act(self, key: str, job: Obj, action: Action) -> None:
         assert self._api is not None
@@ -456,6 +550,21 @@ class JobController:
                 f"Created {action.kind.lower()}: {action.name}",
             ),
         )
+
+    def _note_create_failure(self, key: str, action: CreateObject, exc: ApiError) -> None:
+        """Count a refused creation for the planner (``Observed.create_failure``)."""
+        failure = CreateFailure(
+            kind=action.kind,
+            name=action.name,
+            code=exc.status,
+            reason=exc.reason,
+            message=exc.message or str(exc),
+            permanent=_is_permanent_refusal(exc),
+        )
+        last = self._create_failures.get(key)
+        if last is not None and last.same_cause(failure):
+            failure = dataclasses.replace(failure, count=last.count + 1)
+        self._create_failures[key] = failure
 
     async def _note_foreign(self, key: str, job: Obj, action: CreateObject, ns: str) -> None:
         """Remember an object in the way that is not the job's, so the next plan (queued at
@@ -540,8 +649,9 @@ class JobController:
         self._record(job, Event("Normal", "SuccessfulDeleteJob", f"Deleted job: {meta['name']}"))
         self._count(job, (JobMetric.DELETED,))
 
-    async def _write_status(self, job: Obj, status: JobStatus) -> None:
-        """PUT the status subresource when it differs from the cached one.
+    async def _write_status(self, job: Obj, status: JobStatus) -> bool:
+        """PUT the status subresource when it differs from the cached one; True when the job
+        has that status now.
 
         The PUT carries the cached resourceVersion, so a newer job (someone edited it, or our
         own previous write is not in the cache yet) answers 409: we then let the informer
@@ -550,7 +660,7 @@ class JobController:
         assert self._api is not None
         new = status.to_dict()
         if new == (job.get("status") or {}):
-            return
+            return True
         body = {**job, "status": new}
         meta = job["metadata"]
         try:
@@ -559,12 +669,13 @@ class JobController:
             )
         except ApiError as exc:
             if exc.is_not_found:
-                return
+                return False
             if exc.is_conflict:
                 log.debug("status conflict; waiting for the newer job", job=meta.get("name"))
-                return
+                return False
             raise
         self._cache_own_write(job, written)
+        return True
 
     def _cache_own_write(self, job: Obj, written: Obj) -> None:
         """Put the job we just wrote into the cache (client-go's MutationCache idea).

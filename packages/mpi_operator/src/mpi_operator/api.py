@@ -12,6 +12,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import ConfigDict, Field
 
 from jobcontroller.api import (
+    INT32_MAX,
     CleanPodPolicy,
     JobModel,
     JobSpec,
@@ -101,7 +102,10 @@ class MPIJobSpec(JobSpec):
     )
 
     slots_per_worker: int | None = Field(
-        default=None, ge=0, description="Slots per worker in the hostfile. Defaults to 1."
+        default=None,
+        ge=1,
+        le=INT32_MAX,
+        description="Slots per worker in the hostfile. Defaults to 1.",
     )
     run_launcher_as_worker: bool | None = Field(
         default=None, description="Also list the launcher in the hostfile. Defaults to false."

@@ -13,6 +13,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import ConfigDict, Field
 
 from jobcontroller.api import (
+    INT32_MAX,
     CleanPodPolicy,
     JobModel,
     JobSpec,
@@ -78,6 +79,18 @@ _MSG_NPROC = (
 _MSG_MIN_MAX = "elasticPolicy.minReplicas must not exceed elasticPolicy.maxReplicas"
 
 
+class RDZVBackend(StrEnum):
+    """torchrun's rendezvous backends, as the anchor names them."""
+
+    C10D = "c10d"
+    ETCD = "etcd"
+    ETCD_V2 = "etcd-v2"
+
+
+#: What torchrun's --nproc-per-node accepts.
+NPROC_PER_NODE_PATTERN = r"^(auto|cpu|gpu|xpu|[1-9][0-9]*)$"
+
+
 class RDZVConf(KubeModel):
     key: str | None = None
     value: str | None = None
@@ -100,18 +113,20 @@ class ElasticPolicy(KubeModel):
         }
     )
 
-    min_replicas: int | None = Field(default=None, ge=1)
-    max_replicas: int | None = Field(default=None, ge=1)
-    rdzv_backend: str | None = None
+    min_replicas: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    max_replicas: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    rdzv_backend: RDZVBackend | None = Field(
+        default=None, description="torchrun's rendezvous backend: c10d, etcd or etcd-v2."
+    )
     rdzv_port: int | None = Field(default=None, ge=1, le=65535)
     rdzv_host: str | None = None
     rdzv_id: str | None = None
     rdzv_conf: list[RDZVConf] | None = None
     standalone: bool | None = None
     n_proc_per_node: int | None = Field(
-        default=None, description="Deprecated: use spec.nprocPerNode."
+        default=None, ge=1, le=INT32_MAX, description="Deprecated: use spec.nprocPerNode."
     )
-    max_restarts: int | None = Field(default=None, ge=0)
+    max_restarts: int | None = Field(default=None, ge=0, le=INT32_MAX)
     metrics: list[dict[str, Any]] | None = Field(
         default=None, description="autoscaling/v2 MetricSpecs; when set, an HPA is created."
     )
@@ -172,7 +187,11 @@ class PyTorchJobSpec(JobSpec):
     )
     nproc_per_node: str | None = Field(
         default=None,
-        description="Processes per pod: 'auto', 'cpu', 'gpu' or an integer. Defaults to 'auto'.",
+        pattern=NPROC_PER_NODE_PATTERN,
+        description=(
+            "Processes per pod: 'auto', 'cpu', 'gpu', 'xpu' or a positive integer, as torchrun "
+            "takes them. Defaults to 'auto'."
+        ),
     )
 
     def replica_specs(self) -> dict[str, ReplicaSpec]:

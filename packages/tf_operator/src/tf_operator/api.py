@@ -1,9 +1,11 @@
 """TFJob, `kubeflow.org/v1`: model, defaulting, validation and CRD.
 
 Admission is done by the CRD (schema plus the CEL rules below); `validate_tfjob` states the same
-rules in Python for the controller and for tests. The anchor webhook does not restrict TF
-replica-type names, so neither do we, beyond rejecting keys that differ only in case (the
-defaulter canonicalises case and would merge them).
+rules in Python for the controller and for tests. Unlike the anchor's webhook, replica types are
+limited to the five TFJob knows (in any case: the defaulter canonicalises it, and keys that
+differ only in case are refused since it would merge them), and one of Chief, Master or Worker
+is required: a job of PS or Evaluator replicas alone was accepted upstream and then never
+finished.
 """
 
 from __future__ import annotations
@@ -79,6 +81,12 @@ _CHIEF_KEYS = "['chief', 'master']"
 _MSG_ONE_CHIEF = "at most one of Chief and Master may be given"
 _MSG_CHIEF_REPLICAS = "Chief/Master replicas must be at most 1"
 _MSG_CASE = "replica types must not differ only in case"
+_MSG_TYPES = "replica types must be Chief, Master, PS, Worker or Evaluator"
+_MSG_LEADER = (
+    "a Chief, Master or Worker replica is required (without one nothing decides the job's success)"
+)
+_KNOWN_KEYS = "['chief', 'master', 'ps', 'worker', 'evaluator']"
+_LEADER_KEYS = "['chief', 'master', 'worker']"
 
 
 class TFJobSpec(JobSpec):
@@ -112,6 +120,11 @@ class TFJobSpec(JobSpec):
         json_schema_extra={
             "maxProperties": MAX_REPLICA_TYPES,
             "x-kubernetes-validations": [
+                {"rule": f"self.all(k, k.lowerAscii() in {_KNOWN_KEYS})", "message": _MSG_TYPES},
+                {
+                    "rule": f"self.exists(k, k.lowerAscii() in {_LEADER_KEYS})",
+                    "message": _MSG_LEADER,
+                },
                 {
                     "rule": "self.all(k, self.exists_one(j, j.lowerAscii() == k.lowerAscii()))",
                     "message": _MSG_CASE,
@@ -185,6 +198,10 @@ def validate_tfjob(job: TFJob, *, old: TFJob | None = None) -> list[str]:
     if not specs:
         errors.append(f"{_SPECS}: must be specified")
     errors += duplicate_replica_type_errors(replica_specs=specs, path=_SPECS)
+    known = {rtype.lower() for rtype in TFJob.REPLICA_TYPES}
+    errors += [f"{_SPECS}[{k}]: {_MSG_TYPES}" for k in specs if k.lower() not in known]
+    if specs and not any(k.lower() in ("chief", "master", "worker") for k in specs):
+        errors.append(f"{_SPECS}: {_MSG_LEADER}")
     chiefs = [k for k in specs if k.lower() in ("chief", "master")]
     for rtype, replica in specs.items():
         errors += container_errors(

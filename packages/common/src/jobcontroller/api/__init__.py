@@ -1,6 +1,8 @@
 """Typed models shared by every job kind, plus CRD generation and shared validation."""
 
 from jobcontroller.api.common import (
+    INT32_MAX,
+    INT64_MAX,
     POD_TEMPLATE_SCHEMA,
     CleanPodPolicy,
     ConditionStatus,
@@ -24,6 +26,8 @@ from jobcontroller.api.common import (
 )
 
 __all__ = [
+    "INT32_MAX",
+    "INT64_MAX",
     "POD_TEMPLATE_SCHEMA",
     "CleanPodPolicy",
     "ConditionStatus",

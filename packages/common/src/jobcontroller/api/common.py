@@ -28,6 +28,8 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 __all__ = [
+    "INT32_MAX",
+    "INT64_MAX",
     "POD_TEMPLATE_SCHEMA",
     "CleanPodPolicy",
     "ConditionStatus",
@@ -49,6 +51,12 @@ __all__ = [
     "format_time",
     "set_default_port",
 ]
+
+
+#: Bounds of the anchors' int32 and int64 fields: what Kubernetes can hold, so a job asking for
+#: 2^31 replicas is refused at admission instead of overflowing something later.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
 
 
 class KubeModel(BaseModel):
@@ -180,6 +188,7 @@ class SchedulingPolicy(KubeModel):
     min_available: int | None = Field(
         default=None,
         ge=0,
+        le=INT32_MAX,
         description="Pods that must be schedulable together. Defaults to all replicas.",
     )
     queue: str | None = Field(
@@ -196,7 +205,7 @@ class SchedulingPolicy(KubeModel):
         description="Resources the gang needs; defaults to the sum over minAvailable pods.",
     )
     priority_class: str | None = None
-    schedule_timeout_seconds: int | None = Field(default=None, ge=0)
+    schedule_timeout_seconds: int | None = Field(default=None, ge=0, le=INT32_MAX)
 
 
 class RunPolicy(KubeModel):
@@ -224,13 +233,22 @@ class RunPolicy(KubeModel):
         description="Which pods to delete once the job has finished: None (default), Running, All.",
     )
     ttl_seconds_after_finished: int | None = Field(
-        default=None, ge=0, description="Delete the job this many seconds after it finished."
+        default=None,
+        ge=0,
+        le=INT32_MAX,
+        description="Delete the job this many seconds after it finished.",
     )
     active_deadline_seconds: int | None = Field(
-        default=None, ge=0, description="Fail the job once it has been active this long."
+        default=None,
+        ge=0,
+        le=INT64_MAX,
+        description="Fail the job once it has been active this long.",
     )
     backoff_limit: int | None = Field(
-        default=None, ge=0, description="Restarts allowed before the job is marked Failed."
+        default=None,
+        ge=0,
+        le=INT32_MAX,
+        description="Restarts allowed before the job is marked Failed.",
     )
     scheduling_policy: SchedulingPolicy | None = None
     suspend: bool | None = Field(
@@ -250,7 +268,12 @@ class ReplicaSpec(KubeModel):
 
     model_config = ConfigDict(json_schema_extra={"required": ["template"]})
 
-    replicas: int | None = Field(default=None, ge=0, description="Number of pods. Defaults to 1.")
+    replicas: int | None = Field(
+        default=None,
+        ge=0,
+        le=INT32_MAX,
+        description="Number of pods. Defaults to 1.",
+    )
     template: PodTemplateSpec = Field(default_factory=dict)
     restart_policy: RestartPolicy | None = Field(
         default=None,

@@ -31,6 +31,9 @@ __all__ = ["PlanContext", "aware"]
 
 _PLURALS = {POD: "pods", SERVICE: "services"}
 
+#: When a pass that ran out of budget looks again at the latest.
+_TRUNCATED_REQUEUE_SECONDS = 1.0
+
 
 def aware(value: datetime) -> datetime:
     """``value`` as an aware UTC datetime (naive values are taken to be UTC)."""
@@ -52,7 +55,29 @@ class PlanContext:
     timers: list[float] = field(default_factory=list)
     conflicts: list[tuple[str, str]] = field(default_factory=list)
     """(kind, name) of objects whose name we need but which belong to someone else."""
+    creation_blocked: tuple[str, str] | None = None
+    """(reason, message) of creation failures that keep repeating but may pass (a quota):
+    shown on the Created condition like a name conflict."""
+    budget: int = 0
+    """Creations and deletions this pass may still plan (``config.max_writes_per_reconcile``
+    at the start; not positive there means no limit)."""
+    truncated: bool = False
+    """The budget ran out with work left: the next pass (soon) carries on."""
     _deleted: set[tuple[str, str]] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.budget = self.config.max_writes_per_reconcile
+
+    def spend(self) -> bool:
+        """Take one write from the budget; False (and the pass is marked truncated) when none
+        is left. Used before building an object, so what is not sent is never built."""
+        if self.config.max_writes_per_reconcile <= 0:
+            return True
+        if self.budget <= 0:
+            self.truncated = True
+            return False
+        self.budget -= 1
+        return True
 
     @property
     def kind(self) -> str:
@@ -73,7 +98,7 @@ class PlanContext:
         finish. True when a deletion was planned."""
         metadata = obj.get("metadata") or {}
         uid = str(metadata.get("uid") or "")
-        if is_terminating(obj) or (kind, uid) in self._deleted:
+        if is_terminating(obj) or (kind, uid) in self._deleted or not self.spend():
             return False
         self._deleted.add((kind, uid))
         rtype = (metadata.get("labels") or {}).get(REPLICA_TYPE_LABEL)
@@ -104,6 +129,10 @@ class PlanContext:
         return False
 
     def to_plan(self) -> Plan:
+        if self.truncated:
+            # Usually the informer events of this pass's writes queue the job again first;
+            # the timer covers a pass whose writes were all skipped or failed.
+            self.timers.append(_TRUNCATED_REQUEUE_SECONDS)
         return Plan(
             actions=tuple(self.actions),
             status=self.status,

@@ -35,6 +35,7 @@ from jobcontroller.core.types import (
 )
 
 __all__ = [
+    "REASON_FAILED_CREATE",
     "REASON_RESOURCE_EXISTS",
     "created_message",
     "ensure_created",
@@ -49,6 +50,9 @@ __all__ = [
 #: Event and Created-condition reason while a name the job needs is held by a foreign object
 #: (mpi-operator's reason for the same situation).
 REASON_RESOURCE_EXISTS = "ErrResourceExists"
+
+#: Prefix of the reason (``FailedCreatePod``...) when the API server keeps refusing an object.
+REASON_FAILED_CREATE = "FailedCreate"
 
 
 def created_message(kind: str, name: str) -> str:
@@ -224,7 +228,8 @@ def resume_if_suspended(ctx: PlanContext) -> None:
 
 
 def sync_conflict_condition(ctx: PlanContext) -> None:
-    """Show name conflicts on the Created condition (in place, status stays True).
+    """Show name conflicts, and creations the API server keeps refusing for a reason that may
+    pass, on the Created condition (in place, status stays True).
 
     A new condition type would become the printed State; Created is where a job waiting for
     its first pods sits, and its reason and message say what blocks it. The original reason
@@ -246,7 +251,11 @@ def sync_conflict_condition(ctx: PlanContext) -> None:
         if len(ctx.conflicts) > 1:
             message += f" (and {len(ctx.conflicts) - 1} more)"
         reason = REASON_RESOURCE_EXISTS
-    elif current.reason == REASON_RESOURCE_EXISTS:
+    elif ctx.creation_blocked is not None:
+        reason, message = ctx.creation_blocked
+    elif current.reason == REASON_RESOURCE_EXISTS or (current.reason or "").startswith(
+        REASON_FAILED_CREATE
+    ):
         reason = new_reason(ctx.kind, REASON_CREATED)
         message = created_message(ctx.kind, ctx.job.name)
     else:
@@ -261,8 +270,8 @@ def sync_conflict_condition(ctx: PlanContext) -> None:
         last_update_time=to_utc_seconds(ctx.now),
         last_transition_time=current.last_transition_time,
     )
-    if ctx.conflicts:
-        ctx.event("Warning", REASON_RESOURCE_EXISTS, message)
+    if ctx.conflicts or ctx.creation_blocked is not None:
+        ctx.event("Warning", reason, message)
 
 
 def _replica_services(ctx: PlanContext) -> list[Obj]:

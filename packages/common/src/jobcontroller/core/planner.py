@@ -30,11 +30,13 @@ from jobcontroller.core.conditions import (
     REASON_FAILED_VALIDATION,
     REASON_RESTARTING,
     is_finished,
+    is_succeeded,
     new_reason,
     set_condition,
 )
 from jobcontroller.core.context import PlanContext, aware
 from jobcontroller.core.lifecycle import (
+    REASON_FAILED_CREATE,
     created_message,
     ensure_created,
     fail,
@@ -121,7 +123,7 @@ def plan(
     )
     ensure_created(ctx)
     if not is_finished(ctx.status):
-        errors = fw.validate(job)
+        errors = [*fw.validate(job), *_pod_limit_errors(ctx)]
         if errors:
             fail(
                 ctx,
@@ -242,6 +244,9 @@ def _plan_live(ctx: PlanContext) -> None:
         plan_finished(ctx)
         return
     _plan_restarts(ctx, decisions, ledger)
+    if _creation_refused(ctx):
+        plan_finished(ctx)
+        return
     if not _sync_pod_group(ctx):
         # Held back by gang scheduling: the anchor skips its status rule here too.
         sync_conflict_condition(ctx)
@@ -251,9 +256,67 @@ def _plan_live(ctx: PlanContext) -> None:
         _reconcile_services(ctx, rtype, replicas[rtype].replicas)
     _add_extra_objects(ctx)
     sync_conflict_condition(ctx)
-    ctx.events.extend(fw.update_status(job, ctx.status, replicas=replicas, now=ctx.now))
+    _update_status(ctx, replicas, current)
     if is_finished(ctx.status):
         finish_transition(ctx)
+
+
+def _update_status(
+    ctx: PlanContext, replicas: Mapping[str, ReplicaPods], current: Mapping[str, Sequence[Obj]]
+) -> None:
+    """The framework's status rule, except that a job never succeeds while a replica type it
+    asks for has no pod at all: a PyTorchJob whose workers the API server refuses must not
+    report Succeeded once its master exits (nor an MPIJob once its launcher does). Such a job
+    waits for its pods, or fails for the refusal (see ``_creation_refused``)."""
+    before = ctx.status.model_copy(deep=True)
+    events = ctx.fw.update_status(ctx.job, ctx.status, replicas=replicas, now=ctx.now)
+    specs = ctx.job.replica_specs()
+    podless = [
+        rtype for rtype, pods in current.items() if not pods and (specs[rtype].replicas or 0) > 0
+    ]
+    if podless and is_succeeded(ctx.status) and not is_succeeded(before):
+        ctx.status = before
+        return
+    ctx.events.extend(events)
+
+
+def _pod_limit_errors(ctx: PlanContext) -> list[str]:
+    """The operator's per-job pod limit (``--max-pods-per-job``), checked before anything is
+    built: a job far above it is refused whole rather than partly created."""
+    limit = ctx.config.max_pods_per_job
+    if limit <= 0:
+        return []
+    specs = ctx.job.replica_specs()
+    wanted = sum(
+        specs[rtype].replicas or 0 for rtype in ctx.fw.pod_replica_types(ctx.job) if rtype in specs
+    )
+    if wanted <= limit:
+        return []
+    return [
+        f"it asks for {wanted} pods, more than the {limit} this operator allows per job "
+        f"(--max-pods-per-job)"
+    ]
+
+
+def _creation_refused(ctx: PlanContext) -> bool:
+    """Act on a run of identical creation failures (``config.create_failure_threshold``).
+
+    A permanent one (the API server finds the object itself invalid: a bad port, a duplicate
+    container, a bad quantity in the pod template) fails the job with the server's message, as
+    the batch Job controller does for an invalid pod template; True then. Any other (a quota,
+    an admission policy) is shown on the Created condition with a Warning event while the
+    executor keeps retrying with backoff; the next successful creation clears it.
+    """
+    failure = ctx.observed.create_failure
+    if failure is None or failure.count < ctx.config.create_failure_threshold:
+        return False
+    reason = f"{REASON_FAILED_CREATE}{failure.kind}"
+    message = f"Error creating {failure.kind.lower()} {failure.name}: {failure.message}"
+    if failure.permanent:
+        fail(ctx, reason=reason, message=message, event_type="Warning")
+        return True
+    ctx.creation_blocked = (reason, message)
+    return False
 
 
 def _count(ctx: PlanContext, rtype: str, pods: Sequence[Obj]) -> None:
@@ -450,7 +513,7 @@ def _reconcile_pods(ctx: PlanContext, slots: ReplicaPods) -> None:
         if pods:
             continue
         name = replica_name(job_name=job.name, rtype=rtype, index=index)
-        if not ctx.claimable(POD, name):
+        if not ctx.claimable(POD, name) or not ctx.spend():
             continue
         built = build_pod(ctx.fw, job, rtype=rtype, index=index, spec=spec, config=ctx.config)
         ctx.actions.append(
@@ -484,7 +547,7 @@ def _reconcile_services(ctx: PlanContext, rtype: str, wanted: int) -> None:
         if by_index.get(index):
             continue
         name = replica_name(job_name=job.name, rtype=rtype, index=index)
-        if not ctx.claimable(SERVICE, name):
+        if not ctx.claimable(SERVICE, name) or not ctx.spend():
             continue
         body = build_service(ctx.fw, job, rtype=rtype, index=index, spec=job.replica_specs()[rtype])
         ctx.actions.append(

@@ -101,6 +101,40 @@ class PlanConfig:
     """Appended after ``svc`` in host names when set (env CUSTOM_CLUSTER_DOMAIN)."""
     priority_classes: Mapping[str, int] = field(default_factory=dict)
     """PriorityClass name -> value, to order replica types when computing minResources."""
+    max_writes_per_reconcile: int = 100
+    """Creations and deletions one reconcile may plan. The rest waits for the next pass (the
+    job goes to the back of the queue), so one job of 10,000 replicas neither starves the other
+    jobs nor holds thousands of pod bodies (each with a cluster-wide TF_CONFIG) in memory at
+    once: memory follows this number, not the replica count. The batch Job controller's is 500;
+    ours is lower because a TFJob's pod body grows with the job's size."""
+    max_pods_per_job: int = 0
+    """A job asking for more pods than this fails validation with a message that says so
+    (``--max-pods-per-job``); 0 means no limit."""
+    create_failure_threshold: int = 3
+    """Identical creation failures in a row after which the job shows them: a permanent error
+    (the API server found the object invalid) fails the job with the server's message, any
+    other (quota, an admission policy) puts the message on the Created condition with a
+    Warning event, retried with backoff and cleared by the next successful creation."""
+
+
+@dataclass(frozen=True, slots=True)
+class CreateFailure:
+    """The job's latest creation failure, as the executor saw it, and how often in a row."""
+
+    kind: str
+    name: str
+    code: int
+    """HTTP status of the refusal."""
+    reason: str
+    """The Status reason (``Invalid``, ``Forbidden``...)."""
+    message: str
+    count: int = 1
+    permanent: bool = False
+    """The object itself was refused (400/422 not from an admission plugin): sending the same
+    object again can never succeed."""
+
+    def same_cause(self, other: CreateFailure) -> bool:
+        return (self.kind, self.code, self.reason) == (other.kind, other.code, other.reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +155,8 @@ class Observed:
     controlled_by: Callable[[str, str], Sequence[Obj]] = lambda kind, uid: ()
     """``controlled_by(kind, uid)``: cached objects of ``kind`` whose controller has ``uid``,
     to read the children of an owned object (the pods of MPI's launcher Job)."""
+    create_failure: CreateFailure | None = None
+    """The latest run of identical creation failures, until a creation succeeds."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -243,7 +243,8 @@ class EventRecorderStatistics:
     patched_total: int
     #: Dropped by the per-object spam filter.
     filtered_total: int
-    #: Dropped because the pending buffer was full or the recorder closed.
+    #: Dropped because the pending buffer was full, the recorder closed, or ``may_send`` said
+    #: no (this replica no longer holds the Lease).
     dropped_total: int
     #: Writes the API server refused or that failed in transport.
     failed_total: int
@@ -270,6 +271,7 @@ class EventRecorder:
         metrics: Metrics | None = None,
         host: str | None = None,
         max_pending: int = 1000,
+        may_send: Callable[[], bool] | None = None,
         settings: CorrelatorSettings | None = None,
         clock: Clock = monotonic,
         wall: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -279,6 +281,9 @@ class EventRecorder:
         self._host = host if host is not None else socket.gethostname()
         self._metrics = metrics
         self._max_pending = max_pending
+        self.may_send = may_send
+        """Asked before each write; False drops the Event (a replica that no longer holds the
+        Lease must not write). Settable after construction, as the manager does."""
         self.correlator = EventCorrelator(settings=settings)
         self._clock = clock
         self._wall = wall
@@ -416,6 +421,9 @@ class EventRecorder:
                 await self._wakeup.wait()
                 continue
             _, item = self._pending.popitem(last=False)
+            if self.may_send is not None and not self.may_send():
+                self._dropped += 1
+                continue
             try:
                 await self._send(item)
             except asyncio.CancelledError:

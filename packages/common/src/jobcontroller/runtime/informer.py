@@ -14,10 +14,13 @@ from the last seen resourceVersion (bookmarks included) whenever the stream ends
   resourceVersion changed (client-go would also emit no-op updates; reconciles are level-based,
   so unchanged objects need no event).
 * **Dead streams.** A read timeout a margin above the server timeout, plus an inactivity timeout
-  (default 2 minutes, twice the server's bookmark interval) between two lines, after which the
-  watch is re-opened at once (the server sends no bookmarks for a resource type that has had no
-  event since it started, so silence alone is not an error).
-* **Errors** back off with jitter from 0.8 s to 30 s, reset after 2 minutes without a failure.
+  between two lines, after which the watch is re-opened at once: 2 minutes while no bookmark has
+  come (the server sends none for a resource type that has had no event since it started, so
+  silence alone is not an error), 75 s once bookmarks flow (about one a minute).
+* **Errors** back off with jitter from 0.8 s to 5 s (a server's Retry-After up to 30 s); the
+  backoff resets as soon as a LIST succeeds or a watch stream delivers a line, and a 410 Gone
+  relists at once (a second one in a row backs off), so an informer is back within a few
+  seconds of its API server.
 
 Handlers run in the informer's task, after the store is updated, one event at a time; they
 should only enqueue keys. An exception in a handler is logged and counted, never fatal. A handler
@@ -107,11 +110,19 @@ class InformerSettings:
     max_watch_timeout: int = 600
     """Upper bound of it; spreading reconnects keeps many informers from relisting together."""
     inactivity_timeout: float = 120.0
-    """Seconds without any line (bookmarks arrive about every 60 s) before a stream is dead."""
+    """Seconds without any line before a stream is dead, while this informer has seen no
+    bookmark (the server sends none for a resource type with no event since it started)."""
+    bookmark_inactivity_timeout: float = 75.0
+    """The same once a bookmark has come: the server sends one about every minute from then
+    on, so a stream silent for longer is half-open (a proxy holding a dead connection) and
+    re-opened instead of leaving the operator blind for the full ``inactivity_timeout``."""
     backoff_initial: float = 0.8
     """First delay after a failure."""
-    backoff_max: float = 30.0
-    """Longest delay."""
+    backoff_max: float = 5.0
+    """Longest delay. client-go's 30 s left operators idle for up to that long after an API
+    server came back; a LIST or WATCH that fails fast costs next to nothing to retry."""
+    retry_after_max: float = 30.0
+    """Longest pause honoured from a server's Retry-After (429 throttling)."""
     backoff_reset_after: float = 120.0
     """Seconds without a failure after which the delay starts again from ``backoff_initial``."""
     quorum_list_page_size: int = 500
@@ -152,6 +163,11 @@ class Backoff:
     def failures(self) -> int:
         """Failures counted since the last reset."""
         return self._step
+
+    def reset(self) -> None:
+        """Forget the failures: the next delay is ``initial`` again (after a success)."""
+        self._step = 0
+        self._last_failure = None
 
     def next_delay(self) -> float:
         """Record a failure now and return how long to wait before trying again."""
@@ -227,6 +243,8 @@ class Informer:
         self._on_delete: list[DeleteHandler] = []
         self._rv = ""
         self._rv_unavailable = False
+        self._gone_in_a_row = 0
+        self._seen_bookmark = False
         self._need_list = True
         self._synced = asyncio.Event()
         self._started = False
@@ -316,6 +334,13 @@ class Informer:
         except ApiError as exc:
             if exc.is_gone:
                 self._need_list = True
+                self._gone_in_a_row += 1
+                if self._gone_in_a_row == 1:
+                    # Our version was compacted away (or the server restarted): nothing is
+                    # wrong with the server, so relist at once rather than after a backoff.
+                    self._restart("gone")
+                    log.info("informer.restart", resource=self.name, reason="gone", relist=True)
+                    return
                 reason = "gone"
             else:
                 reason = "error"
@@ -345,7 +370,7 @@ class Informer:
         delay = self._backoff.next_delay()
         if isinstance(exc, ApiError) and exc.retry_after:
             # A throttled LIST or WATCH (429): the server's pause, up to our longest delay.
-            delay = max(delay, min(exc.retry_after, self._settings.backoff_max))
+            delay = max(delay, min(exc.retry_after, self._settings.retry_after_max))
         level = log.info if reason == "gone" else log.warning
         level(
             "informer.restart",
@@ -383,6 +408,7 @@ class Informer:
         self._rv = list_rv
         self._rv_unavailable = False
         self._need_list = False
+        self._backoff.reset()
         self._lists += 1
         if self._metrics is not None:
             self._metrics.relists.labels(self.name).inc()
@@ -423,10 +449,18 @@ class Informer:
             field_selector=self._field_selector,
             resource_version=self._rv,
             timeout_seconds=timeout,
-            inactivity_timeout=settings.inactivity_timeout,
+            inactivity_timeout=(
+                settings.bookmark_inactivity_timeout
+                if self._seen_bookmark
+                else settings.inactivity_timeout
+            ),
         )
         async with contextlib.aclosing(stream):
             async for event in stream:
+                if not seen:
+                    # The stream works: whatever failed before is over.
+                    self._backoff.reset()
+                    self._gone_in_a_row = 0
                 seen += 1
                 await self._apply(event)
                 if self._stopping:  # stop() called by a handler, which it cannot cancel
@@ -441,6 +475,7 @@ class Informer:
         rv = resource_version(obj)
         if kind == "BOOKMARK":
             self._bookmarks += 1
+            self._seen_bookmark = True
             if rv:
                 self._rv = rv
             return

@@ -114,6 +114,16 @@ class LeaderElector:
         """True from a successful acquire until the lease is lost or released."""
         return self._is_leader
 
+    def holds_lease(self) -> bool:
+        """Whether this replica may write as the leader at this instant: it leads, and its
+        last successful renewal is recent enough that no other replica can have taken over.
+
+        Stricter than :attr:`is_leader`, which stays True until the renew loop notices a loss;
+        a replica frozen (SIGSTOP, a long GC pause) past its renew deadline holds nothing when
+        it wakes, though its loop has not run yet.
+        """
+        return self._is_leader and self._clock() - self._last_renew < self.config.renew_deadline
+
     @property
     def identity(self) -> str:
         return self.config.identity

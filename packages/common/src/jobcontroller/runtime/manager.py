@@ -11,7 +11,8 @@ gets a :class:`~jobcontroller.runtime.workqueue.WorkQueue` named after it and, i
 2. with leader election, wait to acquire the Lease, then keep renewing it;
 3. start ``workers`` worker tasks per controller;
 4. on :meth:`stop` (SIGTERM), shut the queues (no new keys), let in-flight reconciles finish
-   (bounded by ``drain_timeout``), release the Lease, flush Events, stop informers.
+   (bounded by ``drain_timeout``), flush Events (bounded, while still leading), release the
+   Lease, stop informers: all well within a Deployment's default 30 s grace period.
 
 Fatal conditions end :meth:`run` with an exception after cleaning up: losing the Lease
 (:class:`~jobcontroller.runtime.leader.LeadershipLost`; workers are cancelled at once, since
@@ -32,6 +33,7 @@ import uuid
 from collections.abc import Awaitable, Coroutine
 from typing import Any, Protocol
 
+import aiohttp
 import structlog
 
 from jobcontroller.runtime.events import EventRecorder
@@ -44,6 +46,16 @@ from jobcontroller.runtime.workqueue import QueueShutDown, WorkQueue
 __all__ = ["Controller", "Manager"]
 
 log = structlog.get_logger(__name__)
+
+#: Failures that mean the API server could not be reached (refused, reset, timed out).
+_UNREACHABLE = (aiohttp.ClientError, OSError, TimeoutError)
+
+#: The longest a key waits after such a failure: reconciling resumes within this of the API
+#: server coming back, however long it was away.
+_UNREACHABLE_RETRY_SECONDS = 5.0
+
+#: How long a graceful stop may spend sending the Events still pending.
+_EVENT_FLUSH_SECONDS = 3.0
 
 
 class Controller(Protocol):
@@ -80,7 +92,7 @@ class Manager:
         elector: LeaderElector | None = None,
         events: EventRecorder | None = None,
         cache_sync_timeout: float = 120.0,
-        drain_timeout: float = 30.0,
+        drain_timeout: float = 15.0,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -92,6 +104,10 @@ class Manager:
         self.workers = workers
         self.elector = elector
         self.events = events or EventRecorder(api, component=component, metrics=metrics)
+        if elector is not None and self.events.may_send is None:
+            # Events stop with leadership: a replica that lost (or released) the Lease, or
+            # woke from a freeze past its renew deadline, writes none.
+            self.events.may_send = elector.holds_lease
         self.cache_sync_timeout = cache_sync_timeout
         self.drain_timeout = drain_timeout
 
@@ -341,7 +357,10 @@ class Manager:
             except Exception as exc:
                 result = "error"
                 self._log_failure(exc, retries=queue.num_requeues(key))
-                queue.add_rate_limited(key)
+                unreachable = isinstance(exc, _UNREACHABLE)
+                queue.add_rate_limited(
+                    key, max_delay=_UNREACHABLE_RETRY_SECONDS if unreachable else None
+                )
             else:
                 if after is None:
                     result = "success"
@@ -361,11 +380,21 @@ class Manager:
 
     @staticmethod
     def _log_failure(exc: Exception, *, retries: int) -> None:
+        """A traceback only for the unexpected: API answers and an unreachable server are
+        facts of life for a controller, reported with the error and retried."""
         if isinstance(exc, ApiError) and exc.is_conflict:
             # Expected under concurrency: the cache was behind; the retry reads a newer one.
             log.info("reconcile conflict; retrying", error=str(exc), retries=retries)
+        elif isinstance(exc, ApiError) and (exc.status >= 500 or exc.status == 429):
+            log.warning("reconcile failed", error=str(exc), status=exc.status, retries=retries)
         elif isinstance(exc, ApiError):
             log.error("reconcile failed", error=str(exc), status=exc.status, retries=retries)
+        elif isinstance(exc, _UNREACHABLE):
+            log.warning(
+                "reconcile failed: API server unreachable",
+                error=str(exc) or type(exc).__name__,
+                retries=retries,
+            )
         else:
             log.error("reconcile failed", error=repr(exc), retries=retries, exc_info=exc)
 
@@ -386,12 +415,14 @@ class Manager:
                 await self._drain(renew)
             await asyncio.wait(self._worker_tasks)
         lost = lost or (renew is not None and renew.done())
+        # Pending Events go out while the Lease is still held and renewed, or not at all.
+        await self.events.close(grace=0.0 if lost else _EVENT_FLUSH_SECONDS)
+        lost = lost or (renew is not None and renew.done())
         if renew is not None:
             renew.cancel()
             await asyncio.wait({renew})
         if self.elector is not None and not lost:
             await self.elector.release()
-        await self.events.close()
         for informer in self._informers.values():
             informer.stop()
         if self._informer_tasks:

@@ -180,14 +180,19 @@ class WorkQueue(Generic[K]):
             pending[1].cancel()
         self._waiting[key] = (ready_at, loop.call_at(ready_at, self._fire, key))
 
-    def add_rate_limited(self, key: K) -> None:
-        """Add ``key`` after the rate limiter's delay; counts as one more failure of ``key``."""
+    def add_rate_limited(self, key: K, *, max_delay: float | None = None) -> None:
+        """Add ``key`` after the rate limiter's delay; counts as one more failure of ``key``.
+
+        ``max_delay`` caps that delay, for failures that say nothing about the key itself (the
+        API server could not be reached): the key is retried soon after the server is back
+        instead of after a backoff grown by every failure during the outage."""
         if self._shutting_down:
             return
         self._retries += 1
         if self._metrics is not None:
             self._m_retries.inc()
-        self.add_after(key, self._limiter.when(key))
+        delay = self._limiter.when(key)
+        self.add_after(key, delay if max_delay is None else min(delay, max_delay))
 
     def forget(self, key: K) -> None:
         """Reset ``key``'s backoff after a success. It does not remove a queued key."""

@@ -35,6 +35,12 @@ class RunningController:
     api: KubeApi
     metrics: Metrics
 
+    def crash(self) -> None:
+        """Stop the operator as a SIGKILL would, as far as the API server can tell: in-flight
+        reconciles are cancelled at their next await, so a write not yet sent is never sent.
+        Call it from inside an API call (a wrapped client method) to crash at that instant."""
+        self.manager.stop(force=True)
+
     def counter(self, name: str, **labels: str) -> float:
         """Current value of a metric sample (0 when absent), e.g. ``jobs_created_total``."""
         value = self.metrics.registry.get_sample_value(name, labels)
