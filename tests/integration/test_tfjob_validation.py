@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from tfjobs import TFJOBS, condition, events, pods, replica, tfjob, wait_job
 
+from jobcontroller.core import PlanConfig
 from jobcontroller.runtime.kube import ApiError, KubeApi
 from jobcontroller.testing.operator import running
 from tf_operator.controller import TFJobController
@@ -56,11 +57,12 @@ async def test_invalid_jobs_are_rejected_at_admission(
 async def test_a_job_that_passes_admission_but_is_invalid_fails_once(
     kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str
 ) -> None:
-    """An empty tfReplicaSpecs map satisfies the schema (the field is present) but names no
-    replica at all."""
+    """The operator's own limit (``--max-pods-per-job``) is beyond what admission knows: a
+    job over it is failed with a condition and one Warning that say so, and nothing is built."""
     ns = namespace
+    controller = TFJobController(config=PlanConfig(max_pods_per_job=4))
     # Watching this namespace only, so the reconcile counts are this job's.
-    async with running(kubeconfig, TFJobController(), namespace=ns) as op:
+    async with running(kubeconfig, controller, namespace=ns) as op:
 
         def reconciles(*results: str) -> float:
             return sum(
@@ -70,12 +72,16 @@ async def test_a_job_that_passes_admission_but_is_invalid_fails_once(
                 for r in results
             )
 
-        await kube.create(TFJOBS, tfjob("empty", {}), namespace=ns)
-        done = await wait_job(kube, ns, "empty", "Failed")
+        specs = {"PS": replica(1), "Worker": replica(4)}
+        await kube.create(TFJOBS, tfjob("big", specs), namespace=ns)
+        done = await wait_job(kube, ns, "big", "Failed")
         failed = condition(done, "Failed")
         assert failed is not None
         assert failed["reason"] == "TFJobFailedValidation"
-        assert "spec.tfReplicaSpecs" in failed["message"]
+        assert failed["message"] == (
+            "TFJob big failed validation because it asks for 5 pods, more than the 4 this "
+            "operator allows per job (--max-pods-per-job)"
+        )
         warnings = await events(kube, ns, reason="TFJobFailedValidation")
         assert [e["type"] for e in warnings] == ["Warning"]
         assert await pods(kube, ns) == {}

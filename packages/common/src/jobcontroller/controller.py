@@ -48,6 +48,7 @@ from jobcontroller.core.types import (
     Obj,
     Observed,
     PatchObject,
+    Plan,
     PlanConfig,
     ReplicaPods,
 )
@@ -402,13 +403,11 @@ class JobController:
             # once restarted, an unfinished job with no pods and run it all again.
             if not await self._write_status(raw, result.status):
                 return None  # a newer job is on its way to the cache; plan from that one
+            self._report(raw, result)
         errors = await self._execute(key, raw, result.actions)
         patched = self._patched_jobs.pop(key, None)
-        for event in result.events:
-            self._record(raw, event)
-        # DELETED is counted by the deletion itself: a failed one is planned (and was
-        # counted) again on every retry.
-        self._count(raw, tuple(m for m in result.metrics if m != JobMetric.DELETED))
+        if not finishing:
+            self._report(raw, result)
         if result.status is not None and not finishing:
             # Even when some writes failed: the status is read from the caches, not from those
             # writes, and holding it back hid the outcome (a job whose clean-up keeps failing
@@ -424,6 +423,13 @@ class JobController:
                     result.requeue_after or _FOREIGN_RECHECK_SECONDS, _FOREIGN_RECHECK_SECONDS
                 )
         return result.requeue_after
+
+    def _report(self, job: Obj, result: Plan) -> None:
+        """The plan's events and metrics. DELETED is counted by the deletion itself: a failed
+        one is planned (and was counted) again on every retry."""
+        for event in result.events:
+            self._record(job, event)
+        self._count(job, tuple(m for m in result.metrics if m != JobMetric.DELETED))
 
     async def _execute(self, key: str, job: Obj, actions: tuple[Action, ...]) -> list[Exception]:
         """Carry out ``actions`` concurrently, creations in slow-start batches; returns the
@@ -452,13 +458,12 @@ class JobController:
     ) -> list[Exception]:
         """Create in batches of 1, 2, 4... (the batch Job controller's slow start): a job
         whose objects the API server refuses costs one call per pass, not one per object.
-        Stops at the first failed batch, and before each batch once the job is gone,
-        terminating or suspended, or the operator is shutting down."""
+        Stops at the first failed batch, and (checked before each creation) once the job is
+        gone, terminating or suspended, or the operator is shutting down."""
         errors: list[Exception] = []
         size, start = 1, 0
         while start < len(creates) and not errors:
             if start and not self._still_wanted(job):
-                log.debug("creation stopped", skipped=len(creates) - start)
                 break
             batch = creates[start : start + size]
             start, size = start + len(batch), size * 2
@@ -521,6 +526,8 @@ class JobController:
 
     async def _create(self, key: str, job: Obj, action: CreateObject, ns: str) -> None:
         assert self._api is not None
+        if not self._still_wanted(job):
+            return  # deleted, suspended or shutting down while this pass was under way
         exp = f"{key}/{action.kind}"
         self.expectations.expect_creations(exp, 1)
         try:

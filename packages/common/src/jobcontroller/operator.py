@@ -38,6 +38,29 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("CUSTOM_CLUSTER_DOMAIN", ""),
         help="appended after .svc in the host names given to pods (env CUSTOM_CLUSTER_DOMAIN)",
     )
+    defaults = PlanConfig()
+    parser.add_argument(
+        "--max-pods-per-job",
+        type=_non_negative_int,
+        default=defaults.max_pods_per_job,
+        help="a job asking for more pods fails validation with a condition saying so; "
+        "0 means no limit",
+    )
+    parser.add_argument(
+        "--max-writes-per-reconcile",
+        type=_non_negative_int,
+        default=defaults.max_writes_per_reconcile,
+        help="pods and services one reconcile of a job may create or delete; the rest follows "
+        "in later passes, so a huge job neither starves the others nor holds thousands of pod "
+        "bodies in memory; 0 means no limit",
+    )
+
+
+def _non_negative_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
 
 
 def plan_config(settings: Settings, *, pod_group_available: bool | None = None) -> PlanConfig:
@@ -49,6 +72,10 @@ def plan_config(settings: Settings, *, pod_group_available: bool | None = None) 
         gang_scheduler_name=gang,
         pod_group_available=bool(gang) and available,
         cluster_domain=str(settings.extras.get("cluster_domain") or ""),
+        max_pods_per_job=int(settings.extras.get("max_pods_per_job") or 0),
+        max_writes_per_reconcile=int(
+            settings.extras.get("max_writes_per_reconcile", PlanConfig().max_writes_per_reconcile)
+        ),
     )
 
 

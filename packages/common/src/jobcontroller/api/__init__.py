@@ -2,7 +2,6 @@
 
 from jobcontroller.api.common import (
     INT32_MAX,
-    INT64_MAX,
     POD_TEMPLATE_SCHEMA,
     CleanPodPolicy,
     ConditionStatus,
@@ -27,7 +26,6 @@ from jobcontroller.api.common import (
 
 __all__ = [
     "INT32_MAX",
-    "INT64_MAX",
     "POD_TEMPLATE_SCHEMA",
     "CleanPodPolicy",
     "ConditionStatus",

@@ -29,7 +29,6 @@ from pydantic.alias_generators import to_camel
 
 __all__ = [
     "INT32_MAX",
-    "INT64_MAX",
     "POD_TEMPLATE_SCHEMA",
     "CleanPodPolicy",
     "ConditionStatus",
@@ -53,10 +52,9 @@ __all__ = [
 ]
 
 
-#: Bounds of the anchors' int32 and int64 fields: what Kubernetes can hold, so a job asking for
-#: 2^31 replicas is refused at admission instead of overflowing something later.
+#: Bound of the anchors' int32 fields: what Kubernetes can hold, so a job asking for 2^31
+#: replicas is refused at admission instead of overflowing something later.
 INT32_MAX = 2**31 - 1
-INT64_MAX = 2**63 - 1
 
 
 class KubeModel(BaseModel):
@@ -241,7 +239,6 @@ class RunPolicy(KubeModel):
     active_deadline_seconds: int | None = Field(
         default=None,
         ge=0,
-        le=INT64_MAX,
         description="Fail the job once it has been active this long.",
     )
     backoff_limit: int | None = Field(

@@ -78,6 +78,11 @@ class Settings:
     leader_election_retry_period: float = 2.0
     """Seconds between acquire and renew attempts."""
 
+    drain_timeout: float = 15.0
+    """Seconds a SIGTERM waits for in-flight reconciles before cancelling them. With the Event
+    flush and the Lease release after it, the process exits well within a Deployment's default
+    30 s grace period (keep it about half of terminationGracePeriodSeconds)."""
+
     log_format: LogFormat = "json"
     """``json`` (one object per line, for collectors) or ``console`` (for people)."""
 
@@ -141,6 +146,13 @@ def build_parser(
         type=_positive_int,
         default=d.workers,
         help="concurrent reconciles per controller",
+    )
+
+    ctl.add_argument(
+        "--drain-timeout",
+        type=_positive_float,
+        default=d.drain_timeout,
+        help="seconds a SIGTERM waits for in-flight reconciles before cancelling them",
     )
 
     srv = parser.add_argument_group("HTTP server")

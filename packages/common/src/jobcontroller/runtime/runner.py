@@ -109,6 +109,7 @@ async def serve(*, name: str, settings: Settings, build: Build) -> int:
             workers=settings.workers,
             elector=elector,
             events=EventRecorder(api, component=name, metrics=metrics),
+            drain_timeout=settings.drain_timeout,
         )
         signals.attach(manager)
         for controller in build(settings, manager):
