@@ -311,3 +311,32 @@ class TestWatch:
             ):
                 pass
         assert info.value.status == 403
+
+
+class TestWriteGate:
+    """A replica without the Lease sends no write but its Lease renewals, and still reads."""
+
+    async def test_writes_are_refused_on_this_side_while_the_gate_is_closed(
+        self, fake: Fake
+    ) -> None:
+        from jobcontroller.runtime.kube import LEASES, NotLeader
+
+        server, api, _ = fake
+        server.script = [ok({"metadata": {"name": "a"}})]
+        holds = [False]
+        api.write_gate = lambda: holds[0]
+        try:
+            with pytest.raises(NotLeader):
+                await api.create(CONFIGMAPS, {"metadata": {"name": "a"}}, namespace="ns")
+            with pytest.raises(NotLeader):
+                await api.delete(CONFIGMAPS, "a", namespace="ns")
+            assert server.seen == []
+            await api.get(CONFIGMAPS, "a", namespace="ns")
+            lease = {"metadata": {"name": "op", "resourceVersion": "1"}}
+            await api.replace(LEASES, lease, namespace="ns")
+            assert [s.method for s in server.seen] == ["GET", "PUT"]
+            holds[0] = True
+            await api.create(CONFIGMAPS, {"metadata": {"name": "a"}}, namespace="ns")
+            assert [s.method for s in server.seen] == ["GET", "PUT", "POST"]
+        finally:
+            api.write_gate = None

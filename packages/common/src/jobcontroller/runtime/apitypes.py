@@ -158,6 +158,10 @@ class WatchInactive(TimeoutError):
     """No line arrived on a watch stream within its inactivity timeout."""
 
 
+class NotLeader(Exception):
+    """A write refused on this side: the replica does not hold the Lease (any more)."""
+
+
 def _parse_retry_after(value: str | None) -> float | None:
     if not value:
         return None

@@ -37,7 +37,7 @@ import json
 import os
 import random
 import time
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -60,6 +60,7 @@ from jobcontroller.runtime.apitypes import (
     SERVICE_ACCOUNTS,
     SERVICES,
     ApiError,
+    NotLeader,
     Resource,
     WatchInactive,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "ApiError",
     "ApiSettings",
     "KubeApi",
+    "NotLeader",
     "Obj",
     "Resource",
     "WatchInactive",
@@ -92,6 +94,8 @@ __all__ = [
 ]
 
 log = structlog.get_logger(__name__)
+
+_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 Obj = dict[str, Any]
 #: Module-level alias: inside KubeApi the name ``list`` is a method.
@@ -206,6 +210,11 @@ class KubeApi:
         self._metrics = metrics
         self._user_agent = user_agent
         self.settings = settings or ApiSettings()
+        self.write_gate: Callable[[], bool] | None = None
+        """Asked right before every write (after the rate limiter's wait) except to Leases;
+        False refuses it with :class:`NotLeader`. The manager sets it to the elector's
+        ``holds_lease``, so a replica that lost the Lease, or woke from a freeze past its
+        renew deadline, sends no write from a reconcile still under way."""
         self._timeout = aiohttp.ClientTimeout(
             total=None,
             connect=self.settings.connect_timeout,
@@ -490,6 +499,9 @@ class KubeApi:
             waited = await self._bucket.acquire()
             if self._metrics is not None:
                 self._metrics.api_rate_limiter_wait.observe(waited)
+        gate = self.write_gate
+        if gate is not None and method in _WRITES and "/leases" not in path and not gate():
+            raise NotLeader(f"{method} {path}: this replica does not hold the Lease")
         headers = {
             "Accept": "application/json",
             "Content-Type": content_type or "application/json",

@@ -38,7 +38,7 @@ import structlog
 
 from jobcontroller.runtime.events import EventRecorder
 from jobcontroller.runtime.informer import Informer, Transform, strip_managed_fields
-from jobcontroller.runtime.kube import ApiError, KubeApi, Resource
+from jobcontroller.runtime.kube import ApiError, KubeApi, NotLeader, Resource
 from jobcontroller.runtime.leader import LeaderElector, LeadershipLost
 from jobcontroller.runtime.metrics import Metrics
 from jobcontroller.runtime.workqueue import QueueShutDown, WorkQueue
@@ -104,10 +104,13 @@ class Manager:
         self.workers = workers
         self.elector = elector
         self.events = events or EventRecorder(api, component=component, metrics=metrics)
-        if elector is not None and self.events.may_send is None:
-            # Events stop with leadership: a replica that lost (or released) the Lease, or
-            # woke from a freeze past its renew deadline, writes none.
-            self.events.may_send = elector.holds_lease
+        if elector is not None:
+            # Writes stop with leadership: a replica that lost (or released) the Lease, or woke
+            # from a freeze past its renew deadline, sends no Event and no other write.
+            if self.events.may_send is None:
+                self.events.may_send = elector.holds_lease
+            if api is not None:
+                api.write_gate = elector.holds_lease
         self.cache_sync_timeout = cache_sync_timeout
         self.drain_timeout = drain_timeout
 
@@ -389,6 +392,8 @@ class Manager:
             log.warning("reconcile failed", error=str(exc), status=exc.status, retries=retries)
         elif isinstance(exc, ApiError):
             log.error("reconcile failed", error=str(exc), status=exc.status, retries=retries)
+        elif isinstance(exc, NotLeader):
+            log.warning("reconcile stopped: the Lease is not held", error=str(exc))
         elif isinstance(exc, _UNREACHABLE):
             log.warning(
                 "reconcile failed: API server unreachable",
