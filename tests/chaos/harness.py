@@ -24,7 +24,7 @@ import itertools
 import json
 import random
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -91,10 +91,23 @@ class AuditedPlane:
         )
         self.workdir = workdir
 
-    def operator(self, kind: str, replica: str, *args: str) -> OperatorProcess:
-        """A replica of ``kind``'s operator with leader election and an identity of its own."""
+    def operator(
+        self, kind: str, replica: str, *args: str, fast_lease: bool = True
+    ) -> OperatorProcess:
+        """A replica of ``kind``'s operator with leader election and an identity of its own.
+        ``fast_lease`` shortens the Lease (6 s) so failovers fit a test; without it the
+        Deployment's defaults apply (15 s, renewed within 10 s)."""
         user = f"chaos:{replica}"
         kubeconfig = self.plane.user_kubeconfig(user=user, groups=["system:masters"])
+        timing = (
+            [
+                "--leader-election-lease-duration=6",
+                "--leader-election-renew-deadline=4",
+                "--leader-election-retry-period=1",
+            ]
+            if fast_lease
+            else []
+        )
         return OperatorProcess(
             SCRIPTS[kind],
             kubeconfig=kubeconfig,
@@ -102,9 +115,7 @@ class AuditedPlane:
             args=[
                 "--leader-elect",
                 f"--leader-election-namespace={LEASE_NAMESPACE}",
-                "--leader-election-lease-duration=6",
-                "--leader-election-renew-deadline=4",
-                "--leader-election-retry-period=1",
+                *timing,
                 *args,
             ],
         )
@@ -460,3 +471,43 @@ def writes_by(path: Path, prefix: str = "chaos:") -> int:
         and str((e.get("user") or {}).get("username") or "").startswith(prefix)
         and (e.get("objectRef") or {}).get("resource") != "leases"
     )
+
+
+def first_write_after(path: Path, moment: dt.datetime, prefix: str = "chaos:") -> float | None:
+    """Seconds from ``moment`` to the first write (not a Lease renewal) an operator sent after
+    it, as the API server received it; None if there is none yet."""
+    times = [
+        _when(e)
+        for e in audit_entries(path)
+        if e.get("stage") == "ResponseComplete"
+        and str((e.get("user") or {}).get("username") or "").startswith(prefix)
+        and (e.get("objectRef") or {}).get("resource") not in ("leases", "events")
+        and _when(e) > moment
+    ]
+    return (min(times) - moment).total_seconds() if times else None
+
+
+@contextlib.asynccontextmanager
+async def supervised(ops: list[OperatorProcess]) -> AsyncIterator[list[OperatorProcess]]:
+    """Restart any of ``ops`` that exits, a second later, as a Deployment's kubelet would (an
+    operator that lost its Lease exits on purpose, to rejoin the election clean)."""
+
+    async def watch() -> None:
+        while True:
+            await asyncio.sleep(0.5)
+            for op in ops:
+                if op.popen is not None and not op.alive and not op.stopped:
+                    await asyncio.sleep(1.0)
+                    op.start()
+
+    for op in ops:
+        op.start()
+    task = asyncio.create_task(watch())
+    try:
+        yield ops
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        for op in ops:
+            op.close()

@@ -142,9 +142,11 @@ async def test_graceful_stop_hands_over_without_waiting_for_expiry(
     await stamped_by(kube, namespace, "handed-over", follower)
 
 
-async def test_a_leader_that_sees_another_holder_stops_and_exits_non_zero(
+async def test_a_leader_that_sees_another_holder_stands_by_and_takes_the_lease_back_later(
     kube: KubeApi, kubeconfig: str, namespace: str, processes: list[OperatorProcess]
 ) -> None:
+    """Its workers stop at once and it does not release what is not its own; it stays up as a
+    warm standby and leads again once the usurper's lease has expired, without a restart."""
     op = replica(kubeconfig, namespace)
     processes.append(op)
     await op.start_serving()
@@ -158,10 +160,16 @@ async def test_a_leader_that_sees_another_holder_stops_and_exits_non_zero(
         except ApiError as exc:
             if not exc.is_conflict:
                 raise
-    assert await op.wait() == 1, op.output()
+    await op.wait_log(lambda e: e.get("event") == "workers stopped; rejoining the election")
     lost = next(e for e in op.logs if e.get("event") == "leadership lost")
     assert "usurper" in lost["why"]
     events = [e.get("event") for e in op.logs]
-    assert events.index("leadership lost") < events.index("manager stopped")
     assert "lease released" not in events
-    assert (await lease_spec(kube, namespace))["holderIdentity"] == "usurper"
+    assert "manager stopped" not in events
+    # The usurper never renews: after its lease duration the standby takes over again.
+    first = [e for e in op.logs if e.get("event") == "became leader"]
+    await op.wait_log(
+        lambda e: e.get("event") == "became leader" and all(e is not f for f in first)
+    )
+    assert (await lease_spec(kube, namespace))["holderIdentity"] == identity_of(op)
+    await stamped_by(kube, namespace, "after-usurper", op)

@@ -75,7 +75,10 @@ class NullSink:
 
 
 def make_manager(
-    *controllers: FakeController, workers: int = 4, elector: FakeElector | None = None
+    *controllers: FakeController,
+    workers: int = 4,
+    elector: FakeElector | None = None,
+    rejoin_election: bool = True,
 ) -> tuple[Manager, CollectorRegistry]:
     registry = CollectorRegistry()
     metrics = Metrics(registry)
@@ -86,6 +89,7 @@ def make_manager(
         workers=workers,
         elector=cast(LeaderElector, elector),
         events=EventRecorder(NullSink(), component="test"),
+        rejoin_election=rejoin_election,
     )
     for c in controllers:
         manager.add(cast(Controller, c))
@@ -305,7 +309,7 @@ async def test_losing_the_lease_cancels_workers_at_once_and_raises() -> None:
     c = FakeController(forever)
     elector = FakeElector(events)
     elector.grant.set()
-    manager, _ = make_manager(c, elector=elector)
+    manager, _ = make_manager(c, elector=elector, rejoin_election=False)
     manager.drain_timeout = 60  # must not be waited for
     running = asyncio.create_task(manager.run())
     assert c.queue is not None
@@ -338,7 +342,7 @@ async def test_losing_the_lease_while_draining_cancels_reconciles_and_raises() -
     c = FakeController(forever)
     elector = FakeElector(events)
     elector.grant.set()
-    manager, _ = make_manager(c, elector=elector)
+    manager, _ = make_manager(c, elector=elector, rejoin_election=False)
     manager.drain_timeout = 60  # must not be waited for
     running = asyncio.create_task(manager.run())
     assert c.queue is not None
@@ -433,6 +437,7 @@ def _manager_with_event_log(
         component="test",
         elector=cast(LeaderElector, elector),
         events=recorder,
+        rejoin_election=False,
     )
     manager.add(cast(Controller, c))
     return manager, recorder
@@ -506,3 +511,44 @@ async def test_an_unreachable_api_server_never_delays_a_key_past_the_cap() -> No
     waiting = c.queue._waiting["ns/a"]
     assert waiting[0] - asyncio.get_running_loop().time() <= 5.0
     await stop(manager, running)
+
+
+async def test_losing_the_lease_stands_by_with_warm_caches_and_rejoins_the_election() -> None:
+    log: list[str] = []
+    started = asyncio.Event()
+    cancelled: list[str] = []
+    calls = 0
+
+    async def first_call_hangs(key: str) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            started.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                cancelled.append(key)
+                raise
+
+    c = FakeController(first_call_hangs)
+    elector = FakeElector(log)
+    elector.grant.set()
+    manager, _ = make_manager(c, elector=elector)
+    manager.drain_timeout = 60  # must not be waited for
+    running = asyncio.create_task(manager.run())
+    assert c.queue is not None
+    c.queue.add("ns/a")
+    await asyncio.wait_for(started.wait(), timeout=5)
+    elector.grant.clear()  # someone else holds it now: the next acquire waits
+    elector.revoke.set()
+    await until(lambda: cancelled == ["ns/a"])
+    assert not running.done()  # standing by, not exiting
+    assert manager.readiness()["leader"] is False
+    assert log == ["acquired"]  # and not released: it was not ours any more
+    elector.revoke.clear()
+    elector.grant.set()
+    await until(lambda: log.count("acquired") == 2)
+    c.queue.add("ns/a")
+    await until(lambda: calls == 2)
+    await stop(manager, running)
+    assert log == ["acquired", "acquired", "released"]

@@ -297,6 +297,14 @@ class JobController:
 
         informer.add_handlers(on_add=on_add, on_update=on_update, on_delete=on_delete)
 
+    def resync(self) -> None:
+        """A new leadership term after a lost one: the reconciles of the old term were
+        cancelled wherever they stood, so expectations they raised may never be met. Start
+        from a clean slate and look at every job again."""
+        self.expectations.clear()
+        for job in self._informers["job"].store.list():
+            self._enqueue_job(job)
+
     def _enqueue_job(self, obj: Obj) -> None:
         assert self._queue is not None
         meta = obj.get("metadata", {})

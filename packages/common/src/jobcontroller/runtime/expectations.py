@@ -89,6 +89,10 @@ class Expectations:
         self._lowered = 0
         self._expired = 0
 
+    def clear(self) -> None:
+        """Drop every record (a new leadership term: nothing in flight is ours any more)."""
+        self._records.clear()
+
     @property
     def timeout(self) -> float:
         """Seconds after which a pending record counts as satisfied (and is dropped)."""

@@ -14,10 +14,13 @@ gets a :class:`~jobcontroller.runtime.workqueue.WorkQueue` named after it and, i
    (bounded by ``drain_timeout``), flush Events (bounded, while still leading), release the
    Lease, stop informers: all well within a Deployment's default 30 s grace period.
 
-Fatal conditions end :meth:`run` with an exception after cleaning up: losing the Lease
-(:class:`~jobcontroller.runtime.leader.LeadershipLost`; workers are cancelled at once, since
-another replica may take over within ``lease_duration - renew_deadline`` seconds), caches not
-syncing within ``cache_sync_timeout``, or any runtime task dying. The runner turns them into a
+Losing the Lease cancels the workers at once (another replica may take over within
+``lease_duration - renew_deadline`` seconds); the manager then stands by with warm caches and
+rejoins the election under the same identity (``rejoin_election``; without it, and during a
+graceful stop, the loss ends :meth:`run` with
+:class:`~jobcontroller.runtime.leader.LeadershipLost`). Fatal conditions end :meth:`run` with an
+exception after cleaning up: caches not syncing within ``cache_sync_timeout``, or any runtime
+task dying. The runner turns them into a
 non-zero exit so Kubernetes restarts the pod.
 
 Worker semantics per key: a reconcile returning ``None`` is done (backoff forgotten); a
@@ -93,6 +96,7 @@ class Manager:
         events: EventRecorder | None = None,
         cache_sync_timeout: float = 120.0,
         drain_timeout: float = 15.0,
+        rejoin_election: bool = True,
     ) -> None:
         if workers < 1:
             raise ValueError("workers must be at least 1")
@@ -113,6 +117,8 @@ class Manager:
                 api.write_gate = elector.holds_lease
         self.cache_sync_timeout = cache_sync_timeout
         self.drain_timeout = drain_timeout
+        self.rejoin_election = rejoin_election
+        """After losing the Lease, stand by and compete again instead of ending :meth:`run`."""
 
         self._informers: dict[_InformerKey, Informer] = {}
         self._controllers: dict[str, tuple[Controller, WorkQueue[str]]] = {}
@@ -253,8 +259,18 @@ class Manager:
                     return
                 self._renew_task = self._spawn(self.elector.hold(), "leader-renew")
             self._start_workers()
-            stop_or_fatal: set[asyncio.Future[Any]] = {self._stop, self._fatal}
-            await asyncio.wait(stop_or_fatal, return_when=asyncio.FIRST_COMPLETED)
+            while True:
+                stop_or_fatal: set[asyncio.Future[Any]] = {self._stop, self._fatal}
+                await asyncio.wait(stop_or_fatal, return_when=asyncio.FIRST_COMPLETED)
+                if not self._only_the_lease_lost():
+                    break
+                await self._stand_down()
+                assert self.elector is not None
+                if not await self._until(self.elector.acquire()):
+                    return
+                self._renew_task = self._spawn(self.elector.hold(), "leader-renew")
+                self._resync()
+                self._start_workers()
             self._raise_if_fatal()
         except BaseException as exc:
             failure = exc
@@ -267,6 +283,36 @@ class Manager:
                 # still makes the exit non-zero.
                 self._failed = self._fatal is not None and self._fatal.done()
                 self._raise_if_fatal()
+
+    def _only_the_lease_lost(self) -> bool:
+        """The Lease was lost (not renewed in time, or taken) while running, and nothing else
+        went wrong: the replica can stand by and rejoin the election."""
+        if not self.rejoin_election or self._stop_requested or self._fatal is None:
+            return False
+        return self._fatal.done() and isinstance(self._fatal.result(), LeadershipLost)
+
+    async def _stand_down(self) -> None:
+        """Stop reconciling at once, as on any loss of the Lease, but keep the caches, the
+        queues and the identity, and go back to the election as a warm standby. When the API
+        server was only away, the Lease still names us and is taken back at once; when another
+        replica took it, we wait as any standby does. (controller-runtime exits instead, and
+        the restarted process, with a new identity, waits out the whole lease duration.)"""
+        for task in self._worker_tasks:
+            task.cancel()
+        if self._worker_tasks:
+            await asyncio.wait(self._worker_tasks)
+        self._worker_tasks.clear()
+        self._workers_started = False
+        self._fatal = asyncio.get_running_loop().create_future()
+        log.warning("workers stopped; rejoining the election")
+
+    def _resync(self) -> None:
+        """A new term: controllers forget what the cancelled reconciles left half-done and
+        look at every object again."""
+        for controller, _ in self._controllers.values():
+            resync = getattr(controller, "resync", None)
+            if resync is not None:
+                resync()
 
     async def _wait_synced(self) -> None:
         try:

@@ -119,6 +119,8 @@ class OperatorProcess:
     health_port: int = 0
     popen: subprocess.Popen[bytes] | None = None
     cgroup: MemoryCgroup | None = None
+    stopped: bool = False
+    """Set by :meth:`close` and by a test that stops the process for good (no restart)."""
     peak_rss: int = 0
     """The largest VmHWM read so far (bytes); :meth:`sample` updates it."""
     starts: int = 0
@@ -232,6 +234,7 @@ class OperatorProcess:
             return ""
 
     def close(self) -> None:
+        self.stopped = True
         self.kill()
         if self.cgroup is not None:
             self.cgroup.remove()
