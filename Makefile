@@ -8,11 +8,12 @@ PY := $(UV) run --frozen
 CLUSTER_DIR ?= .cluster
 PYTEST_ARGS ?=
 
-.PHONY: help bootstrap control-plane lint format crds test test-unit cluster-up cluster-down demo bench clean
+.PHONY: help bootstrap control-plane lint format crds test test-unit chaos cluster-up cluster-down demo bench clean
 
 help:
 	@echo "make demo     run the three operators against a local cluster with the seed jobs"
-	@echo "make test     lint, type-check and run every test (unit, integration, e2e)"
+	@echo "make test     lint, type-check and run every test (unit, integration, e2e, chaos)"
+	@echo "make chaos    the chaos suite alone, printing its figures"
 	@echo "make cluster-up / cluster-down   start / stop the local cluster (.cluster/kubeconfig)"
 
 $(UV):
@@ -45,6 +46,12 @@ test-unit: bootstrap control-plane
 test: bootstrap control-plane lint
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
 	  $(PY) pytest --timeout=600 $(PYTEST_ARGS)
+
+# The chaos suite alone (make test runs it too): operators killed, the API server restarted and
+# compacted, leaders failed over, faults injected, specs fuzzed; it prints its figures.
+chaos: bootstrap control-plane
+	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
+	  $(PY) pytest --timeout=900 -s tests/chaos $(PYTEST_ARGS)
 
 cluster-up: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
