@@ -8,6 +8,7 @@ from typing import Any, cast
 
 import pytest
 import structlog
+import structlog.testing
 from prometheus_client import CollectorRegistry
 
 from jobcontroller.runtime.events import EventRecorder
@@ -552,3 +553,25 @@ async def test_losing_the_lease_stands_by_with_warm_caches_and_rejoins_the_elect
     await until(lambda: calls == 2)
     await stop(manager, running)
     assert log == ["acquired", "acquired", "released"]
+
+
+@pytest.mark.parametrize(
+    ("error", "level", "traceback"),
+    [
+        (ConnectionRefusedError("connect failed"), "warning", False),
+        (ApiError(status=503, reason="ServiceUnavailable"), "warning", False),
+        (ApiError(status=422, reason="Invalid"), "error", False),
+        (ApiError(status=409, reason="Conflict"), "info", False),
+        (KeyError("bug"), "error", True),
+    ],
+)
+def test_failed_reconciles_log_a_traceback_only_for_the_unexpected(
+    error: Exception, level: str, traceback: bool
+) -> None:
+    """A transient connection error is a warning with the error, not an ERROR with a stack
+    trace on every failed reconcile of every job while the API server is away."""
+    with structlog.testing.capture_logs() as logs:
+        Manager._log_failure(error, retries=3)
+    [entry] = logs
+    assert entry["log_level"] == level
+    assert ("exc_info" in entry) is traceback

@@ -1,0 +1,68 @@
+"""The executor's creation passes: slow start, a first refusal ends the pass, and a job that is
+suspended or deleted while its pass is under way gets no further object."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from controller_fakes import KEY, FakeApi, tf_controller, tf_job
+
+from jobcontroller.runtime.kube import ApiError, Resource
+
+
+class RefusingApi(FakeApi):
+    """Refuses every pod (the template is invalid), as the API server does: 422."""
+
+    async def create(self, resource: Resource, body: dict[str, Any], **kwargs: Any) -> Any:
+        if resource.kind == "Pod":
+            self.created.append("refused:" + body["metadata"]["name"])
+            raise ApiError(status=422, reason="Invalid", message="spec.containers[0]: bad port")
+        return await super().create(resource, body, **kwargs)
+
+
+async def test_a_refused_template_costs_one_call_per_pass_not_one_per_pod() -> None:
+    job = tf_job(replicas=50)
+    api = RefusingApi(job)
+    controller = tf_controller(api, cached=[job])
+    with pytest.raises(ApiError):  # the refusal is the reconcile's error: retried with backoff
+        await controller.reconcile(KEY)
+    assert [name for name in api.created if name.startswith("refused:")] == ["refused:tf-worker-0"]
+    failure = controller._create_failures[KEY]
+    assert (failure.code, failure.count, failure.permanent) == (422, 1, True)
+
+
+class SuspendingApi(FakeApi):
+    """Suspends the job in the operator's cache as the fifth pod is created."""
+
+    def __init__(self, *objects: Any) -> None:
+        super().__init__(*objects)
+        self.on_fifth: Any = None
+        self.pods = 0
+
+    async def create(self, resource: Resource, body: dict[str, Any], **kwargs: Any) -> Any:
+        created = await super().create(resource, body, **kwargs)
+        if resource.kind == "Pod":
+            self.pods += 1
+            if self.pods == 5 and self.on_fifth:
+                self.on_fifth()
+        return created
+
+
+async def test_suspending_a_job_stops_its_pass_at_once() -> None:
+    job = tf_job(replicas=60)
+    api = SuspendingApi(job)
+    controller = tf_controller(api, cached=[job])
+
+    def suspend() -> None:
+        store = controller._informers["job"].store
+        current = copy.deepcopy(store.get("ns", "tf"))
+        current["spec"].setdefault("runPolicy", {})["suspend"] = True
+        store.upsert(current)
+
+    api.on_fifth = suspend
+    await controller.reconcile(KEY)
+    # Batches of 1, 2, 4: the fifth creation is in the third batch; the rest of that batch
+    # was already past its check, nothing after it is sent.
+    assert 5 <= api.pods <= 7
