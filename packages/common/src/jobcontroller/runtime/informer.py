@@ -17,10 +17,11 @@ from the last seen resourceVersion (bookmarks included) whenever the stream ends
   between two lines, after which the watch is re-opened at once: 2 minutes while no bookmark has
   come (the server sends none for a resource type that has had no event since it started, so
   silence alone is not an error), 75 s once bookmarks flow (about one a minute).
-* **Errors** back off with jitter from 0.8 s to 5 s (a server's Retry-After up to 30 s); the
-  backoff resets as soon as a LIST succeeds or a watch stream delivers a line, and a 410 Gone
-  relists at once (a second one in a row backs off), so an informer is back within a few
-  seconds of its API server.
+* **Errors** back off with jitter from 0.8 s to 5 s (2 s while the server cannot be reached at
+  all; a server's Retry-After is obeyed, up to 30 s); the backoff resets as soon as a LIST
+  succeeds or a watch stream delivers a line, and a 410 Gone relists at once (a second one in a
+  row backs off; a LIST's own 410 goes straight to a quorum read), so an informer is back
+  within a few seconds of its API server.
 
 Handlers run in the informer's task, after the store is updated, one event at a time; they
 should only enqueue keys. An exception in a handler is logged and counted, never fatal. A handler
@@ -121,6 +122,8 @@ class InformerSettings:
     backoff_max: float = 5.0
     """Longest delay. client-go's 30 s left operators idle for up to that long after an API
     server came back; a LIST or WATCH that fails fast costs next to nothing to retry."""
+    unreachable_backoff_max: float = 2.0
+    """Longest delay while the server cannot be reached at all (connection refused or reset)."""
     retry_after_max: float = 30.0
     """Longest pause honoured from a server's Retry-After (429 throttling)."""
     backoff_reset_after: float = 120.0
@@ -327,6 +330,7 @@ class Informer:
 
     async def _cycle(self) -> None:
         """One LIST (if needed) and one watch stream; failures are logged and waited out."""
+        listing = self._need_list
         try:
             if self._need_list:
                 await self._list()
@@ -334,8 +338,10 @@ class Informer:
         except ApiError as exc:
             if exc.is_gone:
                 self._need_list = True
-                self._gone_in_a_row += 1
-                if self._gone_in_a_row == 1:
+                # A LIST answering 410 switches to a quorum read, which cannot: retry at once.
+                quorum_next = listing and self._rv_unavailable
+                self._gone_in_a_row += 0 if quorum_next else 1
+                if quorum_next or self._gone_in_a_row == 1:
                     # Our version was compacted away (or the server restarted): nothing is
                     # wrong with the server, so relist at once rather than after a backoff.
                     self._restart("gone")
@@ -369,8 +375,13 @@ class Informer:
         self._restart(reason)
         delay = self._backoff.next_delay()
         if isinstance(exc, ApiError) and exc.retry_after:
-            # A throttled LIST or WATCH (429): the server's pause, up to our longest delay.
-            delay = max(delay, min(exc.retry_after, self._settings.retry_after_max))
+            # The server said when to come back (429 throttling, "storage is initializing"
+            # while it starts): it knows best, up to our longest pause.
+            delay = min(exc.retry_after, self._settings.retry_after_max)
+        elif not isinstance(exc, ApiError):
+            # Not reached at all (refused, reset): a reconnect costs next to nothing, and the
+            # sooner it succeeds the sooner the operator sees again.
+            delay = min(delay, self._settings.unreachable_backoff_max)
         level = log.info if reason == "gone" else log.warning
         level(
             "informer.restart",
