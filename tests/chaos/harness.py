@@ -251,6 +251,10 @@ class PodLife:
     phases: list[str] = dataclasses.field(default_factory=list)
     terminating: bool = False
     gone: bool = False
+    lists_when_seen: int = 0
+    """The informer's LIST count at the last sighting."""
+    end_unobserved: bool = False
+    """It vanished in a relist (the API server was away): its last phase was never seen."""
 
     @property
     def live(self) -> bool:
@@ -306,11 +310,19 @@ class PodHistory:
         if phase and (not life.phases or life.phases[-1] != phase):
             life.phases.append(phase)
         life.terminating = bool(meta.get("deletionTimestamp"))
+        life.lists_when_seen = self._informer.statistics().lists
 
     def _gone(self, pod: Obj) -> None:
         life = self.lives.get(pod["metadata"]["uid"])
         if life is not None:
             life.gone = True
+            # Gone through a relist after a gap in the watch: what happened to it in between
+            # (a failure, say) was never seen by this history.
+            life.end_unobserved = self._informer.statistics().lists > life.lists_when_seen
+
+    @property
+    def unobserved_ends(self) -> int:
+        return sum(1 for life in self.lives.values() if life.end_unobserved)
 
     def recreated_without_failure(self) -> list[str]:
         """Pods that took a slot whose previous pod had not failed."""
@@ -318,6 +330,8 @@ class PodHistory:
         for slot, uids in self.by_slot.items():
             for before, after in itertools.pairwise(uids):
                 previous = self.lives[before]
+                if previous.end_unobserved:
+                    continue  # counted apart (``unobserved_ends``): no verdict without a sighting
                 if previous.last_phase != "Failed":
                     out.append(
                         f"{self.lives[after].name} replaced a pod last seen "
@@ -339,6 +353,7 @@ class Verdict:
     orphans: list[str] = dataclasses.field(default_factory=list)
     non_leader_writes: list[str] = dataclasses.field(default_factory=list)
     pods_seen: int = 0
+    ends_unobserved: int = 0
 
     def figures(self) -> str:
         return (
@@ -346,6 +361,12 @@ class Verdict:
             f"pods {self.pods_seen}, duplicates {len(self.duplicates)}, recreated without a "
             f"failed predecessor {len(self.recreated)}, orphans {len(self.orphans)}, "
             f"writes by a non-leader {len(self.non_leader_writes)}"
+            + (
+                f" ({self.ends_unobserved} pods vanished while the API server was away, their "
+                "last phase unseen)"
+                if self.ends_unobserved
+                else ""
+            )
         )
 
     def assert_clean(self) -> None:
@@ -392,7 +413,9 @@ async def check(
     *,
     audit_log: Path | None = None,
 ) -> Verdict:
-    verdict = Verdict(jobs=len(cases), pods_seen=len(history.lives))
+    verdict = Verdict(
+        jobs=len(cases), pods_seen=len(history.lives), ends_unobserved=history.unobserved_ends
+    )
     for case in cases:
         got = terminal(jobs.get(case.name))
         if got == case.expected:

@@ -471,7 +471,7 @@ class JobController:
         errors: list[Exception] = []
         size, start = 1, 0
         while start < len(creates) and not errors:
-            if start and not self._still_wanted(job):
+            if start and not self._still_wanted(job, creates[start].kind):
                 break
             batch = creates[start : start + size]
             start, size = start + len(batch), size * 2
@@ -497,8 +497,11 @@ class JobController:
                 self._create_failures.pop(key, None)
         return errors
 
-    def _still_wanted(self, job: Obj) -> bool:
-        """Whether more objects may be created for ``job`` now (read from the cache)."""
+    def _still_wanted(self, job: Obj, kind: str) -> bool:
+        """Whether an object of ``kind`` may still be created for ``job`` (read from the
+        cache): not once the job is gone or terminating or the operator is shutting down, and
+        no pod or Service once the job is suspended (a framework's own objects, such as MPI's
+        suspended launcher Job, are planned for suspended jobs on purpose)."""
         if self._queue is not None and self._queue.shutting_down:
             return False
         meta = job["metadata"]
@@ -507,6 +510,8 @@ class JobController:
             return False
         if (current.get("metadata") or {}).get("uid") != meta.get("uid"):
             return False
+        if kind not in (POD, SERVICE):
+            return True
         run_policy = (current.get("spec") or {}).get("runPolicy") or {}
         return not run_policy.get("suspend")
 
@@ -534,7 +539,7 @@ class JobController:
 
     async def _create(self, key: str, job: Obj, action: CreateObject, ns: str) -> None:
         assert self._api is not None
-        if not self._still_wanted(job):
+        if not self._still_wanted(job, action.kind):
             return  # deleted, suspended or shutting down while this pass was under way
         exp = f"{key}/{action.kind}"
         self.expectations.expect_creations(exp, 1)
