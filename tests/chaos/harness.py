@@ -225,8 +225,16 @@ def _mpi(name: str, rng: random.Random, outcome: str, clean: str) -> JobCase:
     return JobCase("MPIJob", body, "Succeeded" if code == 0 else "Failed")
 
 
-def workload(n: int, *, seed: int, kinds: tuple[str, ...] = tuple(KINDS)) -> list[JobCase]:
-    """``n`` jobs spread over ``kinds``, outcomes and clean-pod policies, reproducibly."""
+def workload(
+    n: int, *, seed: int, kinds: tuple[str, ...] = tuple(KINDS), bound: bool = False
+) -> list[JobCase]:
+    """``n`` jobs spread over ``kinds``, outcomes and clean-pod policies, reproducibly.
+
+    ``bound`` puts every pod on a kwok node by name, so no scheduler is involved: after API
+    server restarts and an etcd compaction the real kube-scheduler's cache can go wrong ("Pod
+    updated on a different node than previously added to") and leave pods Pending, which is
+    not what such a test is about.
+    """
     rng = random.Random(seed)
     builders = {"TFJob": _tf, "PyTorchJob": _pytorch, "MPIJob": _mpi}
     cases = []
@@ -235,7 +243,13 @@ def workload(n: int, *, seed: int, kinds: tuple[str, ...] = tuple(KINDS)) -> lis
         outcomes = ("ok", "fail", "retry") if kind == "TFJob" else ("ok", "ok", "fail")
         outcome = rng.choice(outcomes)
         clean = rng.choice(("All", "Running", "None"))
-        cases.append(builders[kind](f"{kind.lower()}-{i}", rng, outcome, clean))
+        case = builders[kind](f"{kind.lower()}-{i}", rng, outcome, clean)
+        if bound:
+            for spec in next(
+                v for k, v in case.body["spec"].items() if k.endswith("Specs")
+            ).values():
+                spec["template"]["spec"]["nodeName"] = f"kwok-node-{i % 4}"
+        cases.append(case)
     return cases
 
 
@@ -362,7 +376,7 @@ class Verdict:
             f"failed predecessor {len(self.recreated)}, orphans {len(self.orphans)}, "
             f"writes by a non-leader {len(self.non_leader_writes)}"
             + (
-                f" ({self.ends_unobserved} pods vanished while the API server was away, their "
+                f" ({self.ends_unobserved} pod(s) vanished while the API server was away, their "
                 "last phase unseen)"
                 if self.ends_unobserved
                 else ""

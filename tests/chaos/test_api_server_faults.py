@@ -49,7 +49,7 @@ async def test_api_server_restarts_and_compaction(
 ) -> None:
     kube, ns, plane = chaos_kube, chaos_namespace, audited.plane
     rng = random.Random(SEED)
-    cases = workload(JOBS, seed=SEED)
+    cases = workload(JOBS, seed=SEED, bound=True)
     history = PodHistory(kube, ns)
     await history.start()
     ops = [audited.operator(kind, f"{kind.lower()}-r", fast_lease=False) for kind in KINDS]
