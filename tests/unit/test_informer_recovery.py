@@ -16,7 +16,8 @@ from typing import Any
 import vtime
 from test_informer_loop import ScriptedApi, bookmark, cm, ev, make, run_until_idle
 
-from jobcontroller.runtime.kube import ApiError, WatchInactive
+from jobcontroller.runtime.informer import Informer
+from jobcontroller.runtime.kube import PODS, ApiError, WatchInactive
 
 GONE = ApiError(status=410, reason="Expired", message="too old resource version")
 
@@ -131,3 +132,25 @@ def test_the_servers_retry_after_is_obeyed_even_when_our_backoff_is_longer() -> 
     informer, _, _ = make(api)
     run_until_idle(api, informer)
     assert gaps(api)[-2] == 1.0  # from the 429 to the next watch
+
+
+def test_a_name_taken_by_a_new_object_during_the_gap_is_a_delete_and_an_add() -> None:
+    """A pod deleted and created again under its name while the watch was down shows up in the
+    relist under the same key. Seen as an update, the controller's expectations for its own
+    deletion and creation were never met, and the job stalled until they expired."""
+    old = cm("w-0", "1") | {
+        "metadata": {"name": "w-0", "namespace": "ns", "uid": "old", "resourceVersion": "1"}
+    }
+    new = {"metadata": {"name": "w-0", "namespace": "ns", "uid": "new", "resourceVersion": "7"}}
+    api = TimedApi()
+    api.lists = [([old], "1"), ([new], "8")]
+    api.watches = [[GONE]]
+    informer = Informer(api, PODS, namespace="ns")  # type: ignore[arg-type]
+    calls: list[tuple[str, str]] = []
+    informer.add_handlers(
+        on_add=lambda o: calls.append(("add", o["metadata"]["uid"])),
+        on_update=lambda a, b: calls.append(("update", b["metadata"]["uid"])),
+        on_delete=lambda o: calls.append(("delete", o["metadata"]["uid"])),
+    )
+    run_until_idle(api, informer)
+    assert calls == [("add", "old"), ("delete", "old"), ("add", "new")]

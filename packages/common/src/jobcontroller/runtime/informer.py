@@ -10,9 +10,10 @@ from the last seen resourceVersion (bookmarks included) whenever the stream ends
   version" (a freshly restarted server whose cache is behind) does the next one read a quorum
   (``""``) from etcd, in pages.
 * **410 Gone on the watch** means our version was compacted away: relist, emit ``on_delete``
-  for objects that vanished, ``on_add`` for new ones and ``on_update`` only for objects whose
-  resourceVersion changed (client-go would also emit no-op updates; reconciles are level-based,
-  so unchanged objects need no event).
+  for objects that vanished, ``on_add`` for new ones (a name now held by an object with another
+  UID is a delete and an add), and ``on_update`` only for objects whose resourceVersion
+  changed (client-go would also emit no-op updates; reconciles are level-based, so unchanged
+  objects need no event).
 * **Dead streams.** A read timeout a margin above the server timeout, plus an inactivity timeout
   between two lines, after which the watch is re-opened at once: 2 minutes while no bookmark has
   come (the server sends none for a resource type that has had no event since it started, so
@@ -74,6 +75,10 @@ _CONTAINER_DROP = (
     "securityContext",
 )
 _CONTAINER_STATUS_DROP = ("image", "imageID", "containerID", "volumeMounts", "allocatedResources")
+
+
+def _uid(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("uid") or "")
 
 
 def strip_managed_fields(obj: Obj) -> Obj:
@@ -437,12 +442,21 @@ class Informer:
         self._synced.set()
 
     async def _emit_diff(self, diff: ReplaceDiff) -> None:
+        replaced = [(old, new) for old, new in diff.updated if _uid(old) != _uid(new)]
         for obj in diff.deleted:
             await self._emit_delete(obj)
+        # A name now held by another object (deleted and created again while the watch was
+        # down) is a deletion and a creation, not an update: a controller counting its own
+        # deletions and creations would otherwise wait for both until its expectations expire.
+        for old, _ in replaced:
+            await self._emit_delete(old)
         for obj in diff.added:
             await self._emit_add(obj)
+        for _, new in replaced:
+            await self._emit_add(new)
         for old, new in diff.updated:
-            await self._emit_update(old, new)
+            if _uid(old) == _uid(new):
+                await self._emit_update(old, new)
 
     # -- watch --------------------------------------------------------------------------------
 
