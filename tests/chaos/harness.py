@@ -23,6 +23,7 @@ import datetime as dt
 import itertools
 import json
 import random
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -548,3 +549,27 @@ async def supervised(ops: list[OperatorProcess]) -> AsyncIterator[list[OperatorP
             await task
         for op in ops:
             op.close()
+
+
+def install_crds_sync(ext: Any) -> None:
+    """The committed CRDs, with the synchronous client (``ApiextensionsV1Api``), Established."""
+    from kubernetes.client.rest import ApiException
+
+    crd_dir = Path(__file__).resolve().parents[2] / "manifests" / "base" / "crds"
+    names = []
+    for path in sorted(crd_dir.glob("*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        names.append(crd["metadata"]["name"])
+        try:
+            ext.create_custom_resource_definition(crd)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+    deadline = time.monotonic() + 30
+    for name in names:
+        while True:
+            conditions = ext.read_custom_resource_definition(name).status.conditions or []
+            if any(c.type == "Established" and c.status == "True" for c in conditions):
+                break
+            assert time.monotonic() < deadline, f"CRD {name} not Established"
+            time.sleep(0.2)

@@ -253,7 +253,10 @@ def cel_root_rules(*, specs_path: str) -> list[JsonValue]:
     last_index = f"(has({spec}.replicas) && {spec}.replicas > 1 ? {spec}.replicas - 1 : 0)"
     return [
         {
-            "rule": f"self.metadata.name.matches('{DNS1035_LABEL_PATTERN}')",
+            "rule": (
+                f"size(self.metadata.name) <= {MAX_DNS_LABEL_LENGTH} && "
+                f"self.metadata.name.matches('{DNS1035_LABEL_PATTERN}')"
+            ),
             "message": DNS1035_MESSAGE,
             "fieldPath": ".metadata.name",
             "reason": "FieldValueInvalid",

@@ -33,7 +33,7 @@ DNS1035_LABEL_PATTERN = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
 _DNS1035_LABEL = re.compile(DNS1035_LABEL_PATTERN)
 
 DNS1035_MESSAGE = (
-    "must be a DNS-1035 label: lower-case letters, digits and '-', "
+    "must be a DNS-1035 label: at most 63 lower-case letters, digits and '-', "
     "starting with a letter and ending with a letter or digit"
 )
 
