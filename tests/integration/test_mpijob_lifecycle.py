@@ -54,7 +54,7 @@ async def test_horovod_seed_succeeds_and_cleans_up_workers(
         )
         labels = {"job_namespace": ns, "framework": "mpi"}
         assert op.counter("training_operator_jobs_created_total", **labels) == 1
-        assert op.counter("training_operator_jobs_successful_total", **labels) == 1
+        assert await op.settled_counter("training_operator_jobs_successful_total", 1, **labels) == 1
         await wait_for_event(kube, ns, "MPIJobSucceeded")
 
 
@@ -81,7 +81,7 @@ async def test_launcher_failures_up_to_backoff_limit_fail_the_job(
         assert status["completionTime"]
         assert set(await worker_pods(kube, ns, count=2)) == {"pi-worker-0", "pi-worker-1"}
         labels = {"job_namespace": ns, "framework": "mpi"}
-        assert op.counter("training_operator_jobs_failed_total", **labels) == 1
+        assert await op.settled_counter("training_operator_jobs_failed_total", 1, **labels) == 1
         await wait_for_event(kube, ns, "BackoffLimitExceeded")
 
 

@@ -138,8 +138,9 @@ async def test_seed_job_runs_to_succeeded(
             timeout=30,
         )
         assert (
-            op.counter(
+            await op.settled_counter(
                 "training_operator_jobs_successful_total",
+                1,
                 job_namespace=namespace,
                 framework="pytorch",
             )

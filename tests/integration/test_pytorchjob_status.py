@@ -107,8 +107,11 @@ async def test_a_failed_worker_fails_the_job_under_never(
             kube, PYTORCHJOBS, "f", namespace=namespace, until=is_true("Failed"), timeout=20
         )
         assert (
-            op.counter(
-                "training_operator_jobs_failed_total", job_namespace=namespace, framework="pytorch"
+            await op.settled_counter(
+                "training_operator_jobs_failed_total",
+                1,
+                job_namespace=namespace,
+                framework="pytorch",
             )
             == 1
         )

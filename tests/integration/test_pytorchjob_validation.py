@@ -139,8 +139,8 @@ async def test_job_that_escaped_admission_fails_validation_without_pods(
         await wait_for(
             kube, PODS, "good-master-0", namespace=namespace, until=lambda p: p is not None
         )
-        failed_total = op.counter(
-            "training_operator_jobs_failed_total", job_namespace=namespace, framework="pytorch"
+        failed_total = await op.settled_counter(
+            "training_operator_jobs_failed_total", 1, job_namespace=namespace, framework="pytorch"
         )
     assert job is not None
     failed = next(c for c in job["status"]["conditions"] if c["type"] == "Failed")

@@ -86,8 +86,11 @@ async def test_ps_worker_job_creates_pods_services_tf_config_and_succeeds(
             == 1
         )
         assert (
-            op.counter(
-                "training_operator_jobs_successful_total", job_namespace=ns, framework="tensorflow"
+            await op.settled_counter(
+                "training_operator_jobs_successful_total",
+                1,
+                job_namespace=ns,
+                framework="tensorflow",
             )
             == 1
         )

@@ -37,8 +37,8 @@ async def test_active_deadline_fails_a_quiet_job_on_its_own_timer(
         # The deadline stops the training: with cleanPodPolicy All its pods are removed.
         await wait_pods(kube, ns, set())
         assert (
-            op.counter(
-                "training_operator_jobs_failed_total", job_namespace=ns, framework="tensorflow"
+            await op.settled_counter(
+                "training_operator_jobs_failed_total", 1, job_namespace=ns, framework="tensorflow"
             )
             == 1
         )

@@ -118,7 +118,9 @@ async def test_permanent_exit_code_fails_the_job_and_keeps_the_pod(
         assert uid(now["bug-worker-0"]) == uid(first["bug-worker-0"])
         assert now["bug-worker-0"]["status"]["phase"] == "Failed"
         assert op.counter("training_operator_jobs_restarted_total", **_labels(ns)) == 0
-        assert op.counter("training_operator_jobs_failed_total", **_labels(ns)) == 1
+        assert (
+            await op.settled_counter("training_operator_jobs_failed_total", 1, **_labels(ns)) == 1
+        )
         assert await events(kube, ns, reason="TFJobRestarting") == []
 
 
@@ -138,7 +140,9 @@ async def test_on_failure_recreations_stop_at_the_backoff_limit(
         assert failed["reason"] == "TFJobFailed"
         assert failed["message"] == f"Job flaky {BACKOFF_MESSAGE}"
         assert op.counter("training_operator_jobs_restarted_total", **_labels(ns)) == 2
-        assert op.counter("training_operator_jobs_failed_total", **_labels(ns)) == 1
+        assert (
+            await op.settled_counter("training_operator_jobs_failed_total", 1, **_labels(ns)) == 1
+        )
         annotations = done["metadata"].get("annotations") or {}
         assert annotations.get("training.kubeflow.org/restart-count") == "2"
         # Failed for good: no further pod is created for it.

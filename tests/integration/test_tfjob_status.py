@@ -59,7 +59,7 @@ async def test_worker_zero_success_completes_the_job_by_default(
         assert replica_status(done, "Worker") == {"active": 0, "succeeded": 3, "failed": 0}
         assert done["status"]["completionTime"] >= done["status"]["startTime"]
         labels = {"job_namespace": ns, "framework": "tensorflow"}
-        assert op.counter("training_operator_jobs_successful_total", **labels) == 1
+        assert await op.settled_counter("training_operator_jobs_successful_total", 1, **labels) == 1
 
 
 async def test_all_workers_policy_waits_for_every_worker(
@@ -140,4 +140,4 @@ async def test_a_failed_worker_fails_the_job(
         assert replica_status(done, "Worker") == {"active": 1, "succeeded": 0, "failed": 1}
         assert replica_status(done, "PS") == {"active": 1, "succeeded": 0, "failed": 0}
         labels = {"job_namespace": ns, "framework": "tensorflow"}
-        assert op.counter("training_operator_jobs_failed_total", **labels) == 1
+        assert await op.settled_counter("training_operator_jobs_failed_total", 1, **labels) == 1

@@ -46,6 +46,21 @@ class RunningController:
         value = self.metrics.registry.get_sample_value(name, labels)
         return float(value or 0.0)
 
+    async def settled_counter(
+        self, name: str, expected: float, *, within: float = 10.0, **labels: str
+    ) -> float:
+        """The counter once it has reached ``expected`` (or after ``within`` seconds).
+
+        A job's terminal counters are incremented when the operator has read back its own
+        status write, which a test watching the API can see a moment earlier.
+        """
+        deadline = asyncio.get_running_loop().time() + within
+        while self.counter(name, **labels) < expected:
+            if asyncio.get_running_loop().time() > deadline:
+                break
+            await asyncio.sleep(0.05)
+        return self.counter(name, **labels)
+
 
 @contextlib.asynccontextmanager
 async def running(
