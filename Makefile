@@ -8,13 +8,18 @@ PY := $(UV) run --frozen
 CLUSTER_DIR ?= .cluster
 PYTEST_ARGS ?=
 
-.PHONY: help bootstrap control-plane lint format crds test test-unit chaos cluster-up cluster-down demo bench clean
+# REAL_NODE=1 make cluster-up: one real node (kubelet, containerd) beside the kwok nodes.
+REAL_NODE ?=
+
+.PHONY: help bootstrap control-plane node images conformance lint format crds test test-unit chaos cluster-up cluster-down demo bench clean
 
 help:
 	@echo "make demo     run the three operators against a local cluster with the seed jobs"
 	@echo "make test     lint, type-check and run every test (unit, integration, e2e, chaos)"
 	@echo "make chaos    the chaos suite alone, printing its figures"
 	@echo "make cluster-up / cluster-down   start / stop the local cluster (.cluster/kubeconfig)"
+	@echo "                 (REAL_NODE=1: with a real node beside the kwok nodes; needs root)"
+	@echo "make conformance real distributed training (PyTorch, elastic, MPI, TF) on the real node"
 
 $(UV):
 	python3 -m venv .venv-uv
@@ -25,6 +30,20 @@ bootstrap: $(UV)
 
 control-plane:
 	@bash hack/build-control-plane.sh >/dev/null
+
+# The real node's binaries (kubelet, kube-proxy, CoreDNS, pause) and Debian packages.
+node: control-plane
+	@bash hack/build-node.sh >/dev/null
+
+# The real node's images, built from Debian packages and the project's wheels (cached).
+images: bootstrap node
+	$(PY) python -m jobcontroller.testing images
+
+# Real training jobs through the operators deployed on the real node.
+conformance: bootstrap control-plane node
+	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
+	JOBCONTROLLER_NODE_BIN=$$(bash hack/build-node.sh | tail -n1) \
+	  $(PY) pytest --timeout=1800 -s tests/conformance $(PYTEST_ARGS)
 
 lint: bootstrap
 	$(PY) ruff check .
@@ -53,9 +72,9 @@ chaos: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
 	  $(PY) pytest --timeout=900 -s tests/chaos $(PYTEST_ARGS)
 
-cluster-up: bootstrap control-plane
+cluster-up: bootstrap control-plane $(if $(REAL_NODE),node)
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
-	  $(PY) python -m jobcontroller.testing up --dir $(CLUSTER_DIR)
+	  $(PY) python -m jobcontroller.testing up --dir $(CLUSTER_DIR) $(if $(REAL_NODE),--real-node)
 
 cluster-down: $(UV)
 	@if [ -d .venv ]; then $(PY) python -m jobcontroller.testing down --dir $(CLUSTER_DIR); else echo "no cluster"; fi

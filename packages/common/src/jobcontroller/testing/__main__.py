@@ -1,10 +1,12 @@
-"""``python -m jobcontroller.testing up|down|status [--dir .cluster]``: a detached local cluster.
+"""``python -m jobcontroller.testing up|down|status [--dir .cluster] [--real-node]``: a detached
+local cluster; ``images``: build the real node's images (``testing/images.py``).
 
 ``up`` starts a supervisor process in its own session that runs the whole local cluster
 (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, four fake nodes) and
 writes ``<dir>/kubeconfig``; it returns once the cluster is ready. The components die with the
 supervisor, so ``down`` (SIGTERM to the supervisor, then removal of ``<dir>``) leaves nothing
-running.
+running. ``--real-node`` adds one real worker node (``testing/realnode.py``) with every image
+of ``testing/images.py`` imported.
 """
 
 from __future__ import annotations
@@ -22,7 +24,17 @@ from pathlib import Path
 from jobcontroller.testing.controlplane import START_TIMEOUT, ControlPlane
 
 
-def _supervise(directory: Path, nodes: int) -> int:
+def node_images() -> list[Path]:
+    """Every image the real node needs, built (or taken from the cache) now."""
+    from jobcontroller.testing import images
+
+    root = Path(__file__).resolve().parents[5]
+    if not (root / "uv.lock").exists():
+        root = Path.cwd()
+    return [images.build(name, root=root) for name in images.IMAGES]
+
+
+def _supervise(directory: Path, nodes: int, real_node: bool = False) -> int:
     stop = False
 
     def _on_signal(signum: int, frame: object) -> None:
@@ -31,10 +43,16 @@ def _supervise(directory: Path, nodes: int) -> int:
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    cp = ControlPlane(
-        controller_manager=True, scheduler=True, kwok=True, nodes=nodes, workdir=directory
-    )
     try:
+        cp = ControlPlane(
+            controller_manager=True,
+            scheduler=True,
+            kwok=True,
+            nodes=nodes,
+            workdir=directory,
+            real_node=real_node,
+            node_images=node_images() if real_node else [],
+        )
         cp.start()
     except Exception as exc:
         (directory / "failed").write_text(str(exc))
@@ -58,7 +76,7 @@ def _pid(directory: Path) -> int | None:
     return pid
 
 
-def up(directory: Path, nodes: int) -> int:
+def up(directory: Path, nodes: int, real_node: bool = False) -> int:
     if _pid(directory) is not None and (directory / "ready").exists():
         print(f"cluster already running; kubeconfig: {directory / 'kubeconfig'}")
         return 0
@@ -66,14 +84,23 @@ def up(directory: Path, nodes: int) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     log = (directory / "supervisor.log").open("ab")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jobcontroller.testing", "_supervise", str(directory), str(nodes)],
+        [
+            sys.executable,
+            "-m",
+            "jobcontroller.testing",
+            "_supervise",
+            str(directory),
+            str(nodes),
+            *(["--real-node"] if real_node else []),
+        ],
         stdin=subprocess.DEVNULL,
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     (directory / "supervisor.pid").write_text(str(proc.pid))
-    deadline = time.monotonic() + START_TIMEOUT * 3
+    # Building the real node's images the first time takes minutes (printed to its log).
+    deadline = time.monotonic() + START_TIMEOUT * (30 if real_node else 3)
     while time.monotonic() < deadline:
         if (directory / "ready").exists():
             print((directory / "ready").read_text(), end="")
@@ -130,15 +157,22 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name)
         p.add_argument("--dir", default=".cluster", type=Path)
         p.add_argument("--nodes", default=4, type=int)
+        p.add_argument("--real-node", action="store_true")
+    sub.add_parser("images")
     sup = sub.add_parser("_supervise")
     sup.add_argument("dir", type=Path)
     sup.add_argument("nodes", type=int)
+    sup.add_argument("--real-node", action="store_true")
     args = parser.parse_args(argv)
+    if args.command == "images":
+        for path in node_images():
+            print(path)
+        return 0
     directory = args.dir.resolve()
     if args.command == "_supervise":
-        return _supervise(directory, args.nodes)
+        return _supervise(directory, args.nodes, args.real_node)
     if args.command == "up":
-        return up(directory, args.nodes)
+        return up(directory, args.nodes, args.real_node)
     if args.command == "down":
         return down(directory)
     running = _pid(directory) is not None

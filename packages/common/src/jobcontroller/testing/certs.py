@@ -111,14 +111,15 @@ class CertificateAuthority:
         cert = builder.sign(self._key, hashes.SHA256())
         return KeyPair(cert=_pem_cert(cert), key=_pem_key(key))
 
-    def serving(self, *, hosts: list[str] | None = None) -> KeyPair:
-        """A server certificate for loopback (and ``hosts``)."""
+    def serving(self, *, hosts: list[str] | None = None, ips: list[str] | None = None) -> KeyPair:
+        """A server certificate for loopback (and ``hosts`` and ``ips``)."""
         sans: list[x509.GeneralName] = [
             x509.DNSName("localhost"),
             x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
             x509.IPAddress(ipaddress.ip_address("10.0.0.1")),  # the kubernetes Service IP
         ]
         sans += [x509.DNSName(h) for h in hosts or []]
+        sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in ips or []]
         subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
         return self._issue(subject=subject, usage=ExtendedKeyUsageOID.SERVER_AUTH, sans=sans)
 

@@ -47,6 +47,7 @@ import yaml
 
 from jobcontroller.testing.binaries import Binaries, find_binaries
 from jobcontroller.testing.certs import CertificateAuthority, service_account_keys
+from jobcontroller.testing.realnode import NODE_IP, RealNode
 
 _PR_SET_PDEATHSIG = 1
 START_TIMEOUT = float(os.environ.get("JOBCONTROLLER_CONTROLPLANE_START_TIMEOUT", "90"))
@@ -153,8 +154,14 @@ class ControlPlane:
     die_with_parent: bool = True
     """Kill the components when the starting process dies (off for a detached cluster)."""
     binaries: Binaries | None = None
+    real_node: bool = False
+    """Add one real worker node (kubelet, containerd, CNI, CoreDNS, kube-proxy): see
+    ``testing/realnode.py``. Needs root and ``hack/build-node.sh``'s binaries."""
+    node_images: list[Path] = field(default_factory=list)
+    """OCI archives the real node's containerd imports (``testing/images.py``)."""
 
     def __post_init__(self) -> None:
+        self.node: RealNode | None = None
         self._procs: dict[str, _Process] = {}
         self._owns_workdir = self.workdir is None
         self._etcd_dir: Path | None = None
@@ -201,6 +208,9 @@ class ControlPlane:
         self._started = True
         atexit.register(self.stop)
         try:
+            if self.real_node:
+                self.node = RealNode(self, images=list(self.node_images))
+                self.node.prepare()
             self._write_pki()
             self._start_etcd()
             self._start_apiserver()
@@ -212,6 +222,8 @@ class ControlPlane:
                 self._start_kwok()
             if self.nodes:
                 self.add_nodes(self.nodes)
+            if self.node is not None:
+                self.node.start()
         except BaseException:
             self.stop()
             raise
@@ -224,6 +236,8 @@ class ControlPlane:
         for proc in reversed(list(self._procs.values())):
             proc.stop()
         self._procs.clear()
+        if self.node is not None:
+            self.node.stop()
         if self._etcd_dir is not None:
             shutil.rmtree(self._etcd_dir, ignore_errors=True)
         if self._owns_workdir and self.workdir is not None:
@@ -243,7 +257,8 @@ class ControlPlane:
         ca = CertificateAuthority()
         self.ca_file, _ = ca.pair.write(d, "ca")
         self.ca_key_file = d / "ca.key"
-        self.serving_cert, self.serving_key = ca.serving().write(d, "apiserver")
+        ips = [NODE_IP] if self.real_node else []
+        self.serving_cert, self.serving_key = ca.serving(ips=ips).write(d, "apiserver")
         self.admin_cert, self.admin_key = ca.client(user="admin", groups=["system:masters"]).write(
             d, "admin"
         )
@@ -330,6 +345,8 @@ class ControlPlane:
 
     def _apiserver_argv(self) -> list[str]:
         assert self.binaries is not None
+        if self.real_node:
+            return self._real_node_apiserver_argv()
         return [
             self.binaries["kube-apiserver"],
             f"--etcd-servers={self.etcd_url}",
@@ -348,6 +365,40 @@ class ControlPlane:
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={self.sa_pub}",
             f"--service-account-signing-key-file={self.sa_key}",
+            "--profiling=false",
+            *self.extra_apiserver_args,
+        ]
+
+    def _real_node_apiserver_argv(self) -> list[str]:
+        """With a real node: reachable from pods (bound to all addresses, the ``kubernetes``
+        Service's endpoint is the node's bridge address), tokens mounted into pods (the
+        ServiceAccount admission plugin), kubelets under the Node authorizer, and a client
+        certificate for the apiserver's calls to the kubelet (logs, exec)."""
+        d = self._dir / "pki"
+        cert, key = self._ca.client(
+            user="kube-apiserver-kubelet-client", groups=["system:masters"]
+        ).write(d, "apiserver-kubelet-client")
+        return [
+            self.binaries["kube-apiserver"],  # type: ignore[index]
+            f"--etcd-servers={self.etcd_url}",
+            "--bind-address=0.0.0.0",
+            f"--advertise-address={NODE_IP}",
+            f"--secure-port={self.apiserver_port}",
+            f"--cert-dir={d}",
+            f"--tls-cert-file={self.serving_cert}",
+            f"--tls-private-key-file={self.serving_key}",
+            f"--client-ca-file={self.ca_file}",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            "--endpoint-reconciler-type=lease",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={self.sa_pub}",
+            f"--service-account-signing-key-file={self.sa_key}",
+            f"--kubelet-client-certificate={cert}",
+            f"--kubelet-client-key={key}",
+            "--kubelet-preferred-address-types=InternalIP",
             "--profiling=false",
             *self.extra_apiserver_args,
         ]
