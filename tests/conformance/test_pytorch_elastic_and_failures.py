@@ -22,9 +22,11 @@ async def test_elastic_job_grows_from_two_workers_to_three(
 ) -> None:
     await wait_default_service_account(kube, namespace)
     cm = await scripts_configmap(kube, namespace, "elastic.py")
-    template = real_template(
-        "pytorch", ["python3", "-m", "torch.distributed.run", "/scripts/elastic.py"], scripts=cm
-    )
+    # Debian's torch 1.13 predates Python 3.11, whose Flag enums iterate over single-bit
+    # members only: torchrun's default "--redirects 0 --tee 0" (and 3, "both") parse to None
+    # and crash it. Tee-ing local rank 0's stdout (1) parses, and keeps it on the console.
+    torchrun = ["python3", "-m", "torch.distributed.run", "--redirects", "0:1", "--tee", "0:1"]
+    template = real_template("pytorch", [*torchrun, "/scripts/elastic.py"], scripts=cm)
     job = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
@@ -35,6 +37,8 @@ async def test_elastic_job_grows_from_two_workers_to_three(
                 "minReplicas": 2,
                 "maxReplicas": 3,
                 "maxRestarts": 10,
+                # One process per pod (torchrun's default, "auto", is one per CPU here).
+                "nProcPerNode": 1,
             },
             "pytorchReplicaSpecs": {
                 "Worker": {"replicas": 2, "restartPolicy": "OnFailure", "template": template}
@@ -52,7 +56,7 @@ async def test_elastic_job_grows_from_two_workers_to_three(
             until=lambda p: (p or {}).get("status", {}).get("phase") == "Running",
             timeout=300,
         )
-    deadline = asyncio.get_running_loop().time() + 300
+    deadline = asyncio.get_running_loop().time() + 180
     while True:
         outs = [await logs(kube, namespace, f"elastic-worker-{i}", "pytorch") for i in (0, 1)]
         if all("world=2" in out for out in outs):
@@ -89,7 +93,10 @@ async def test_worker_killed_with_137_is_restarted_and_the_job_succeeds(
     }
 
     def template() -> dict:  # type: ignore[type-arg]
-        t = real_template("pytorch", ["python3", "/scripts/flaky.py"], scripts=cm)
+        # Under a shell, as most images' entrypoints are: PID 1 of a container cannot be
+        # SIGKILLed from inside it, the training process can, and the shell passes on 137.
+        command = ["/bin/sh", "-c", "python3 /scripts/flaky.py; exit $?"]
+        t = real_template("pytorch", command, scripts=cm)
         t["spec"]["volumes"].append(marker)
         t["spec"]["containers"][0]["volumeMounts"].append(
             {"name": "marker", "mountPath": "/marker"}

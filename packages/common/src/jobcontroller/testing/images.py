@@ -101,6 +101,14 @@ def _trainer_setup() -> str:
     )
 
 
+def _trainer_files(root: Path) -> Iterable[tuple[str, Path]]:
+    # sshd's privilege-separation directory: mmdebstrap leaves /run empty in its tarball.
+    keep = cache_dir() / "empty"
+    keep.parent.mkdir(parents=True, exist_ok=True)
+    keep.touch()
+    yield "/run/sshd/.keep", keep
+
+
 def _operator_files(root: Path) -> Iterable[tuple[str, Path]]:
     layer = _operator_site(root)
     for path in sorted(layer.rglob("*")):
@@ -131,6 +139,7 @@ IMAGES: dict[str, Image] = {
             "procps",
         ),
         setup=_trainer_setup(),
+        files=_trainer_files,
         config={
             "Cmd": ["/usr/bin/python3"],
             "Env": ["OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"],
