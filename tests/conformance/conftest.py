@@ -74,6 +74,12 @@ class RealCluster:
             text=True,
         )
 
+    def audited_calls(self) -> int:
+        """How many calls of the operators' ServiceAccounts the audit log holds."""
+        return sum(
+            1 for line in self.audit_log.read_text().splitlines() if '"ResponseComplete"' in line
+        )
+
     def forbidden_calls(self) -> list[str]:
         """Each 403 answered to one of the operators' ServiceAccounts."""
         found = []

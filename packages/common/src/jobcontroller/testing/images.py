@@ -9,6 +9,8 @@ is built locally and imported into the node's containerd:
   init container (its ``nc -z`` loop);
 * ``trainer``: Debian's CPU-only frameworks: ``python3-torch`` (1.13, gloo and the c10d
   rendezvous), OpenMPI with ``python3-mpi4py``, and ``openssh-server`` for mpirun;
+* ``tensorflow``: Debian's python3.11 with the ``tensorflow-cpu`` wheel from PyPI (Debian has
+  no TensorFlow);
 * ``operators``: Debian's python3.11 with the project's wheels and their runtime dependencies
   (the distributions the Dockerfile's ``uv sync --no-dev --no-editable`` installs), non-root.
 
@@ -57,6 +59,9 @@ PAUSE_REF = "registry.k8s.io/pause:3.10"
 TOOLS_REF = f"{LOCAL}/tools:local"
 TRAINER_REF = f"{LOCAL}/trainer:local"
 OPERATORS_REF = f"{LOCAL}/kubeflow-operators-py:local"
+TENSORFLOW_REF = f"{LOCAL}/tensorflow:local"
+#: TensorFlow is not packaged by Debian: the CPU wheel from PyPI, on Debian's python3.11.
+TENSORFLOW_PIN = "tensorflow-cpu==2.21.0"
 
 
 def cache_dir() -> Path:
@@ -116,6 +121,41 @@ def _operator_files(root: Path) -> Iterable[tuple[str, Path]]:
             yield f"/{path.relative_to(layer)}", path
 
 
+def _tensorflow_files(root: Path) -> Iterable[tuple[str, Path]]:
+    site = (
+        cache_dir()
+        / "site"
+        / ("tensorflow-" + hashlib.sha256((RECIPE + TENSORFLOW_PIN).encode()).hexdigest()[:16])
+    )
+    if not site.exists():
+        partial = site.with_name(site.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        uv = shutil.which("uv") or str(root / ".venv-uv" / "bin" / "uv")
+        _log(f"installing {TENSORFLOW_PIN} for the image")
+        subprocess.run(
+            [
+                uv,
+                "pip",
+                "install",
+                "--quiet",
+                "--target",
+                str(partial / "opt" / "tf"),
+                "--python-version",
+                "3.11",
+                "--python-platform",
+                "x86_64-manylinux_2_28",
+                "--compile-bytecode",
+                TENSORFLOW_PIN,
+            ],
+            cwd=root,
+            check=True,
+        )
+        partial.rename(site)
+    for path in sorted(site.rglob("*")):
+        if path.is_file() or path.is_symlink():
+            yield f"/{path.relative_to(site)}", path
+
+
 IMAGES: dict[str, Image] = {
     "pause": Image(name="pause", ref=PAUSE_REF, config={"Entrypoint": ["/pause"]}),
     "tools": Image(
@@ -143,6 +183,20 @@ IMAGES: dict[str, Image] = {
         config={
             "Cmd": ["/usr/bin/python3"],
             "Env": ["OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"],
+        },
+    ),
+    "tensorflow": Image(
+        name="tensorflow",
+        ref=TENSORFLOW_REF,
+        packages=("python3",),
+        files=_tensorflow_files,
+        config={
+            "Env": [
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "PYTHONPATH=/opt/tf",
+                "TF_CPP_MIN_LOG_LEVEL=1",
+            ],
+            "Cmd": ["/usr/bin/python3"],
         },
     ),
     "operators": Image(
