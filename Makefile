@@ -11,10 +11,11 @@ PYTEST_ARGS ?=
 # REAL_NODE=1 make cluster-up: one real node (kubelet, containerd) beside the kwok nodes.
 REAL_NODE ?=
 
-.PHONY: help bootstrap control-plane node images conformance lint format crds test test-unit chaos cluster-up cluster-down demo bench clean
+.PHONY: help bootstrap control-plane node images conformance demo-real lint format crds test test-unit chaos cluster-up cluster-down demo bench clean
 
 help:
 	@echo "make demo     run the three operators against a local cluster with the seed jobs"
+	@echo "REAL=1 make demo (make demo-real)  real PyTorch DDP and MPI jobs on a real node"
 	@echo "make test     lint, type-check and run every test (unit, integration, e2e, chaos)"
 	@echo "make chaos    the chaos suite alone, printing its figures"
 	@echo "make cluster-up / cluster-down   start / stop the local cluster (.cluster/kubeconfig)"
@@ -79,8 +80,18 @@ cluster-up: bootstrap control-plane $(if $(REAL_NODE),node)
 cluster-down: $(UV)
 	@if [ -d .venv ]; then $(PY) python -m jobcontroller.testing down --dir $(CLUSTER_DIR); else echo "no cluster"; fi
 
-demo: bootstrap control-plane
+REAL ?=
+demo: bootstrap control-plane $(if $(REAL),node)
+ifeq ($(REAL),)
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python hack/demo.py
+else
+	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
+	JOBCONTROLLER_NODE_BIN=$$(bash hack/build-node.sh | tail -n1) $(PY) python hack/demo_real.py
+endif
+
+# Real training (PyTorch DDP, MPI over SSH) on the real node, with the operators as Deployments.
+demo-real:
+	$(MAKE) demo REAL=1
 
 bench: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python bench/bench_workqueue.py
