@@ -6,6 +6,9 @@ project that installs the library gets the fixtures:
 - ``control_plane``: the session's :class:`ControlPlane` (etcd, kube-apiserver,
   kube-controller-manager, kube-scheduler, kwok with four fake nodes). Started on first use only,
   so unit-test runs never start it. Tests that restart or compact it start their own instead.
+  With ``pytest --real-node`` (or ``JOBCONTROLLER_REAL_NODE=1``) it also has one real node
+  (``testing/realnode.py``) with every image of ``testing/images.py`` imported; needs root and
+  ``hack/build-node.sh``'s binaries.
 - ``kubeconfig``: the path of its admin kubeconfig.
 - ``kube``: a session-wide :class:`jobcontroller.runtime.kube.KubeApi`.
 - ``k8s_client``: a session-wide ``kubernetes_asyncio`` ``ApiClient``, for tests of that library.
@@ -29,9 +32,32 @@ if TYPE_CHECKING:
     from jobcontroller.runtime.kube import KubeApi
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--real-node",
+        action="store_true",
+        help="give the session's cluster a real node (kubelet, containerd) beside kwok's",
+    )
+
+
 @pytest.fixture(scope="session")
-def control_plane() -> Iterator[ControlPlane]:
-    cp = ControlPlane(controller_manager=True, scheduler=True, kwok=True, nodes=4)
+def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
+    real = bool(request.config.getoption("--real-node")) or (
+        os.environ.get("JOBCONTROLLER_REAL_NODE") == "1"
+    )
+    images: list[Any] = []
+    if real:
+        from jobcontroller.testing.__main__ import node_images
+
+        images = node_images()
+    cp = ControlPlane(
+        controller_manager=True,
+        scheduler=True,
+        kwok=True,
+        nodes=4,
+        real_node=real,
+        node_images=images,
+    )
     cp.start()
     try:
         yield cp
