@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -23,7 +24,7 @@ def test_operators_image_installs_the_dockerfiles_distributions() -> None:
     # as wheels (its two `uv sync` steps).
     assert "uv sync --frozen --no-dev --no-install-workspace" in dockerfile
     assert "uv sync --frozen --no-dev --no-editable" in dockerfile
-    uv = str(ROOT / ".venv-uv" / "bin" / "uv")
+    uv = shutil.which("uv") or str(ROOT / ".venv-uv" / "bin" / "uv")
     exported = subprocess.run(
         [uv, "export", "--frozen", "--no-dev", "--no-hashes", "--no-header", "--no-annotate"],
         cwd=ROOT,
