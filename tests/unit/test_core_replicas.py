@@ -95,7 +95,9 @@ def test_retryable_exit_codes(code: int, retryable: bool) -> None:
     assert is_retryable(code) is retryable
 
 
-def test_restart_count_sums_containers_and_init_containers() -> None:
+def test_restart_count_sums_the_training_containers_only() -> None:
     p = pod(statuses=[{"name": "main", "restartCount": 2}, {"name": "sidecar", "restartCount": 1}])
     p["status"]["initContainerStatuses"] = [{"name": "init", "restartCount": 4}]
-    assert restart_count(p) == 7
+    assert restart_count(p) == 3
+    p["status"]["phase"] = "Succeeded"
+    assert restart_count(p) == 0

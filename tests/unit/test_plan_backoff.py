@@ -1,4 +1,5 @@
-"""backoffLimit counts in-place restarts and the operator's pod recreations (#2045)."""
+"""backoffLimit counts the training containers' in-place restarts (not init containers', not
+those of pods that succeeded, as v1.9) and the operator's pod recreations (#2045)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,24 @@ def test_in_place_restarts_reaching_the_limit_fail_the_job() -> None:
     assert [e.type for e in result.events if e.reason == "DemoJobFailed"] == ["Normal"]
     assert result.metrics.count(JobMetric.FAILED) == 1
     assert condition(result, "Running").status == "False"
+
+
+def test_restarts_of_a_succeeded_pod_do_not_count() -> None:
+    # Where v1.9 and the first versions of ours disagreed: 2 restarts of a worker that then
+    # succeeded and 1 of a running one is not 3 against a limit of 3.
+    fw, cluster = job_with(3, "OnFailure")
+    cluster.set_pod("Worker", 0, "Succeeded", exit_code=0, restarts=2)
+    cluster.set_pod("Worker", 1, "Running", restarts=1)
+    assert condition(cluster.step(fw), "Failed") is None
+
+
+def test_init_container_restarts_do_not_count() -> None:
+    fw, cluster = job_with(2, "OnFailure")
+    waiting = cluster.set_pod("Worker", 1, "Pending")
+    waiting["status"]["initContainerStatuses"] = [{"name": "init", "restartCount": 5}]
+    assert condition(cluster.step(fw), "Failed") is None
+    cluster.set_pod("Worker", 0, "Running", restarts=2)
+    assert condition(cluster.step(fw), "Failed").message == BACKOFF_MESSAGE
 
 
 def test_limit_zero_fails_on_the_first_failure_without_recreating() -> None:

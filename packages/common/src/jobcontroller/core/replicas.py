@@ -158,14 +158,18 @@ def is_retryable(exit_code: int) -> bool:
 
 
 def restart_count(pod: Obj) -> int:
-    """Container plus init-container restarts, the kubelet's in-place retries of this pod."""
+    """The kubelet's in-place restarts of this pod's training containers, as backoffLimit
+    counts them (the training-operator's rule): not init containers (a Pending pod whose init
+    container waits for the master is not failing its training), and nothing for a pod that
+    succeeded (its restarts did not keep it from finishing)."""
     status = pod.get("status") or {}
+    if status.get("phase") == "Succeeded":
+        return 0
     total = 0
-    for key in ("containerStatuses", "initContainerStatuses"):
-        for item in status.get(key) or []:
-            if isinstance(item, dict):
-                try:
-                    total += int(item.get("restartCount") or 0)
-                except (TypeError, ValueError):
-                    continue
+    for item in status.get("containerStatuses") or []:
+        if isinstance(item, dict):
+            try:
+                total += int(item.get("restartCount") or 0)
+            except (TypeError, ValueError):
+                continue
     return total
