@@ -33,15 +33,15 @@ def test_master_and_workers_get_the_anchor_variables_in_its_order() -> None:
     job = _job({"Master": _replica(1), "Worker": _replica(2)})
     assert pod_env(job, rtype="Master", index=0) == [
         ("PYTHONUNBUFFERED", "1"),
-        ("PET_MASTER_PORT", "23456"),
-        ("PET_MASTER_ADDR", "mnist-master-0"),
         ("MASTER_PORT", "23456"),
+        ("PET_MASTER_PORT", "23456"),
         ("MASTER_ADDR", "mnist-master-0"),
+        ("PET_MASTER_ADDR", "mnist-master-0"),
         ("WORLD_SIZE", "3"),
         ("RANK", "0"),
         ("PET_NODE_RANK", "0"),
-        ("PET_NNODES", "3"),
         ("PET_NPROC_PER_NODE", "auto"),
+        ("PET_NNODES", "3"),
     ]
     worker1 = _env(job, "Worker", 1)
     assert (worker1["RANK"], worker1["PET_NODE_RANK"], worker1["WORLD_SIZE"]) == ("2", "2", "3")
@@ -89,6 +89,7 @@ def test_elastic_without_master_has_rendezvous_but_no_fixed_rank_or_address() ->
     )
     assert pod_env(job, rtype="Worker", index=1) == [
         ("PYTHONUNBUFFERED", "1"),
+        ("PET_NPROC_PER_NODE", "auto"),
         ("PET_RDZV_ENDPOINT", "etcd-svc:2379"),
         ("PET_RDZV_BACKEND", "etcd"),
         ("PET_NNODES", "1:4"),
@@ -96,7 +97,6 @@ def test_elastic_without_master_has_rendezvous_but_no_fixed_rank_or_address() ->
         ("PET_RDZV_ID", "run-7"),
         ("PET_RDZV_CONF", "timeout=60,x=y"),
         ("PET_STANDALONE", ""),
-        ("PET_NPROC_PER_NODE", "auto"),
     ]
 
 
@@ -114,11 +114,19 @@ def test_deprecated_elastic_nproc_is_passed_on_and_counts_in_the_world_size() ->
     assert (env["PET_NPROC_PER_NODE"], env["WORLD_SIZE"]) == ("8", "16")
 
 
-def test_every_container_gets_the_env_and_user_values_win() -> None:
+def test_every_container_gets_the_env_and_the_operators_values_win() -> None:
+    # v1.9 appends its values after the user's and the kubelet takes the last: the operator's
+    # MASTER_PORT is the one the process, PET_MASTER_PORT and the init container all agree on.
     template: dict[str, Any] = {
         "spec": {
             "containers": [
-                {"name": "pytorch", "env": [{"name": "MASTER_PORT", "value": "9999"}]},
+                {
+                    "name": "pytorch",
+                    "env": [
+                        {"name": "MASTER_PORT", "value": "9999"},
+                        {"name": "DATA", "value": "/data"},
+                    ],
+                },
                 {"name": "sidecar"},
             ]
         }
@@ -126,10 +134,23 @@ def test_every_container_gets_the_env_and_user_values_win() -> None:
     add_env(template, [("MASTER_PORT", "23456"), ("RANK", "1")])
     pytorch, sidecar = template["spec"]["containers"]
     assert pytorch["env"] == [
-        {"name": "MASTER_PORT", "value": "9999"},
+        {"name": "DATA", "value": "/data"},
+        {"name": "MASTER_PORT", "value": "23456"},
         {"name": "RANK", "value": "1"},
     ]
     assert sidecar["env"] == [
         {"name": "MASTER_PORT", "value": "23456"},
         {"name": "RANK", "value": "1"},
     ]
+
+
+def test_worker_zero_has_the_master_role_when_there_is_no_master() -> None:
+    # As v1.9's IsMasterRole: the Kubeflow SDK's get_job_logs looks for job-role=master.
+    from pytorch_operator.controller import PyTorchJobController
+
+    ctl = PyTorchJobController()
+    elastic = _job({"Worker": _replica(3)}, elasticPolicy={})
+    assert [ctl.is_master_role(elastic, "Worker", i) for i in range(3)] == [True, False, False]
+    with_master = _job({"Master": _replica(1), "Worker": _replica(2)})
+    assert ctl.is_master_role(with_master, "Master", 0)
+    assert not ctl.is_master_role(with_master, "Worker", 0)

@@ -90,7 +90,11 @@ class PyTorchJobController(JobController):
         return validate_pytorchjob(cast(PyTorchJob, job))
 
     def is_master_role(self, job: JobModel[Any], rtype: str, index: int) -> bool:
-        return rtype == _MASTER
+        """The Master, or worker 0 of a job without one (v1.9: the Kubeflow SDK's
+        ``get_job_logs`` finds a job's main pod by ``job-role=master``)."""
+        if _MASTER in job.replica_specs():
+            return rtype == _MASTER
+        return rtype == _WORKER and index == 0
 
     def set_cluster_spec(
         self,

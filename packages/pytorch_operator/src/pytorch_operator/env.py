@@ -13,8 +13,11 @@ what ``init_process_group("env://")`` reads.
 - Elastic without a Master: no address, rank or world size at all, as in the anchor. The
   rendezvous (``PET_RDZV_*``) assigns ranks, and the world changes size as workers come and go.
 
-A variable the container already defines is left alone: the user's value wins, and the pod
-does not carry two definitions of one name.
+The operator's values win over the user's, as in v1.9 (which appends its own after the
+user's, and the kubelet takes the last definition): otherwise a user's ``MASTER_PORT`` would
+disagree with ``PET_MASTER_PORT`` and with the port the init container waits for. Unlike
+v1.9, the user's definition is dropped rather than shadowed, so the pod carries one definition
+of each name (the API server warns about duplicates).
 """
 
 from __future__ import annotations
@@ -130,31 +133,37 @@ def _elastic_env(job: PyTorchJob) -> list[tuple[str, str]]:
 
 
 def pod_env(job: PyTorchJob, *, rtype: str, index: int) -> list[tuple[str, str]]:
-    """The variables for replica ``rtype``/``index`` of a defaulted job, in the anchor's order."""
+    """The variables for replica ``rtype``/``index`` of a defaulted job, in v1.9's order."""
     env = [("PYTHONUNBUFFERED", "1")]
     master = master_address(job)
     if master is not None:
         host, port = master
         env += [
-            ("PET_MASTER_PORT", str(port)),
-            ("PET_MASTER_ADDR", host),
             ("MASTER_PORT", str(port)),
+            ("PET_MASTER_PORT", str(port)),
             ("MASTER_ADDR", host),
+            ("PET_MASTER_ADDR", host),
         ]
         rank = str(_rank(job, rtype=rtype, index=index))
         env += [("WORLD_SIZE", str(world_size(job))), ("RANK", rank), ("PET_NODE_RANK", rank)]
+    if job.spec.nproc_per_node is not None:
+        env.append(("PET_NPROC_PER_NODE", job.spec.nproc_per_node))
     if job.spec.elastic_policy is not None:
         env += _elastic_env(job)
     else:
         env.append(("PET_NNODES", str(total_replicas(job))))
-    if job.spec.nproc_per_node is not None:
-        env.append(("PET_NPROC_PER_NODE", job.spec.nproc_per_node))
     return env
 
 
 def add_env(template: dict[str, Any], env: list[tuple[str, str]]) -> None:
-    """Append ``env`` to every container of a pod template, skipping names it already has."""
+    """Give every container of a pod template ``env``, after its own variables; where the
+    container defines one of these names itself, the operator's value replaces it."""
+    names = {name for name, _ in env}
     for container in (template.get("spec") or {}).get("containers") or []:
-        current = container.setdefault("env", [])
-        defined = {item.get("name") for item in current if isinstance(item, dict)}
-        current.extend({"name": name, "value": value} for name, value in env if name not in defined)
+        current = [
+            item
+            for item in container.get("env") or []
+            if not (isinstance(item, dict) and item.get("name") in names)
+        ]
+        current.extend({"name": name, "value": value} for name, value in env)
+        container["env"] = current
