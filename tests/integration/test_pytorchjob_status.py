@@ -118,9 +118,7 @@ async def test_a_failed_worker_fails_the_job_under_never(
     cond = condition(failed, "Failed")
     assert cond is not None
     assert cond["reason"] == "PyTorchJobFailed"
-    assert cond["message"] == (
-        f"PyTorchJob {namespace}/f has failed because 1 Worker replica(s) failed."
-    )
+    assert cond["message"] == ("PyTorchJob f is failed because 1 Worker replica(s) failed.")
     assert failed is not None and failed["status"].get("completionTime")
 
 

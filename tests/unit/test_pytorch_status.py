@@ -53,13 +53,14 @@ def test_master_running_makes_the_job_running() -> None:
     status = _status(job, Master=(1, 0, 0), Worker=(0, 0, 0))
     assert _true(status) == ["Running"]
     assert status.conditions[0].reason == "PyTorchJobRunning"
-    assert status.conditions[0].message == "PyTorchJob ns/pt is running."
+    # v1.9's words: with a Master, the name alone.
+    assert status.conditions[0].message == "PyTorchJob pt is running."
 
 
 def test_master_success_decides_even_with_workers_still_running() -> None:
     status = _status(_job({"Master": 1, "Worker": 2}), Master=(0, 1, 0), Worker=(2, 0, 0))
     assert _true(status) == ["Succeeded"]
-    assert status.conditions[-1].message == "PyTorchJob ns/pt successfully completed."
+    assert status.conditions[-1].message == "PyTorchJob pt is successfully completed."
 
 
 def test_workers_alone_do_not_finish_a_job_with_a_master() -> None:
@@ -69,8 +70,13 @@ def test_workers_alone_do_not_finish_a_job_with_a_master() -> None:
 
 def test_without_master_all_workers_must_succeed() -> None:
     job = _job({"Worker": 3})
-    assert _true(_status(job, Worker=(2, 1, 0))) == ["Running"]
-    assert _true(_status(job, Worker=(0, 3, 0))) == ["Succeeded"]
+    running = _status(job, Worker=(2, 1, 0))
+    assert _true(running) == ["Running"]
+    # Without a Master, v1.9 names the job with its namespace.
+    assert running.conditions[-1].message == "PyTorchJob ns/pt is running."
+    done = _status(job, Worker=(0, 3, 0))
+    assert _true(done) == ["Succeeded"]
+    assert done.conditions[-1].message == "PyTorchJob ns/pt successfully completed."
 
 
 def test_elastic_without_master_succeeds_when_any_worker_succeeds() -> None:
@@ -87,7 +93,7 @@ def test_a_failed_replica_fails_the_job_under_never(rtype: str) -> None:
     failed = status.condition("Failed")
     assert failed is not None and failed.status == "True"
     assert failed.reason == "PyTorchJobFailed"
-    assert failed.message == f"PyTorchJob ns/pt has failed because 1 {rtype} replica(s) failed."
+    assert failed.message == f"PyTorchJob pt is failed because 1 {rtype} replica(s) failed."
 
 
 @pytest.mark.parametrize("policy", ["OnFailure", "Always", "ExitCode"])
@@ -98,7 +104,7 @@ def test_failed_replicas_being_recreated_show_restarting_even_with_the_master_ru
     status = _status(job, Master=(1, 0, 0), Worker=(1, 0, 1))
     assert _true(status) == ["Restarting"]
     assert status.conditions[-1].message == (
-        "PyTorchJob ns/pt is restarting because 1 Worker replica(s) failed."
+        "PyTorchJob pt is restarting because 1 Worker replica(s) failed."
     )
 
 

@@ -142,12 +142,15 @@ class PyTorchJobController(JobController):
                 status, cond_type=cond, reason=new_reason(kind, reason), message=message, now=now
             )
 
+        # v1.9's words, which differ with and without a Master: "<name> is running." and
+        # "<name> is successfully completed." with one, "<ns>/<name> ..." without.
         def succeed() -> list[Event]:
-            set_(
-                JobConditionType.SUCCEEDED,
-                REASON_SUCCEEDED,
-                f"{kind} {key} successfully completed.",
+            done = (
+                f"{kind} {job.name} is successfully completed."
+                if has_master
+                else f"{kind} {key} successfully completed."
             )
+            set_(JobConditionType.SUCCEEDED, REASON_SUCCEEDED, done)
             return []
 
         for rtype, replica_status in status.replica_statuses.items():
@@ -162,7 +165,7 @@ class PyTorchJobController(JobController):
             remaining = wanted - counts.succeeded
             if has_master and rtype == _MASTER:
                 if counts.active > 0:
-                    set_(JobConditionType.RUNNING, REASON_RUNNING, f"{kind} {key} is running.")
+                    set_(JobConditionType.RUNNING, REASON_RUNNING, f"{kind} {job.name} is running.")
                 if remaining == 0:
                     return succeed()
             elif not has_master and rtype == _WORKER:
@@ -176,7 +179,7 @@ class PyTorchJobController(JobController):
                     set_(
                         JobConditionType.FAILED,
                         REASON_FAILED,
-                        f"{kind} {key} has failed because {failure}",
+                        f"{kind} {job.name} is failed because {failure}",
                     )
                     return []
                 # The base is recreating the failed pods (or has failed the job, for an ExitCode
@@ -185,7 +188,6 @@ class PyTorchJobController(JobController):
                 set_(
                     JobConditionType.RESTARTING,
                     REASON_RESTARTING,
-                    f"{kind} {key} is restarting because {failure}",
+                    f"{kind} {job.name} is restarting because {failure}",
                 )
-        return []
         return []
