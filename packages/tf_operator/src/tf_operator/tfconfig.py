@@ -50,7 +50,8 @@ def tf_config(job: TFJob, *, rtype: str, index: int, cluster_domain: str = "") -
     if job.spec.enable_dynamic_worker:
         sparse: dict[str, Any] = {"worker": {}, "ps": []}
         if rtype.lower() == "worker":
-            sparse = {"worker": {str(index): cluster["worker"][index]}, "ps": cluster.get("ps", [])}
+            # Without PS, v1.9 marshals its nil slice: "ps":null.
+            sparse = {"worker": {str(index): cluster["worker"][index]}, "ps": cluster.get("ps")}
         elif rtype.lower() == "ps":
             sparse = {"worker": {}, "ps": [cluster["ps"][index]]}
         config = {"cluster": sparse, "task": task}
