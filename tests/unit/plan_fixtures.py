@@ -34,6 +34,7 @@ from jobcontroller.core import (
     DeleteJob,
     DeleteObject,
     Event,
+    LifecycleWords,
     Obj,
     Observed,
     PatchObject,
@@ -116,6 +117,9 @@ class DemoFramework:
 
     def pod_replica_types(self, job: JobModel[Any]) -> list[str]:
         return [rtype for rtype in DemoJob.REPLICA_TYPES if rtype in job.replica_specs()]
+
+    def lifecycle_words(self, job: JobModel[Any]) -> LifecycleWords:
+        return LifecycleWords.training_operator(KIND, job.name)
 
     def is_master_role(self, job: JobModel[Any], rtype: str, index: int) -> bool:
         if "Chief" in job.replica_specs():

@@ -319,3 +319,34 @@ def test_invalid_job_fails_without_objects() -> None:
     result = cluster.step()
     assert result.actions == ()
     assert conditions(cluster)["Failed"] == ("True", "MPIJobFailedValidation")
+
+
+def messages(cluster: Cluster) -> dict[str, tuple[str, str, str]]:
+    return {
+        c["type"]: (c["status"], c.get("reason", ""), c.get("message", ""))
+        for c in ((cluster.job.get("status") or {}).get("conditions") or [])
+    }
+
+
+def test_created_suspended_and_resumed_in_mpi_operators_words() -> None:
+    cluster = Cluster(mpijob(runPolicy={"suspend": True}))
+    first = cluster.step()
+    assert messages(cluster)["Created"] == ("True", "MPIJobCreated", "MPIJob ns/pi is created.")
+    # v0.8 records the creation as an event too.
+    assert [(e.type, e.reason, e.message) for e in first.events if e.reason == "MPIJobCreated"] == [
+        ("Normal", "MPIJobCreated", "MPIJob ns/pi is created.")
+    ]
+    cluster.settle()
+    # Suspended from the start: Running is False with v0.8's reason, though it never ran.
+    assert messages(cluster)["Suspended"] == ("True", "MPIJobSuspended", "MPIJob suspended")
+    assert messages(cluster)["Running"] == (
+        "False",
+        "MPIJobSuspended",
+        "MPIJob ns/pi is suspended.",
+    )
+    cluster.job["spec"]["runPolicy"] = {"suspend": False}
+    resumed = cluster.step()
+    assert messages(cluster)["Suspended"] == ("False", "MPIJobResumed", "MPIJob resumed")
+    assert ("Normal", "MPIJobResumed", "MPIJob resumed") in [
+        (e.type, e.reason, e.message) for e in resumed.events
+    ]

@@ -45,6 +45,7 @@ from jobcontroller.core.types import (
     DeleteObject,
     Event,
     JobMetric,
+    LifecycleWords,
     Obj,
     Observed,
     PatchObject,
@@ -208,6 +209,9 @@ class JobController:
 
     def replica_index_offset(self, job: JobModel[Any], rtype: str) -> int:
         return 0
+
+    def lifecycle_words(self, job: JobModel[Any]) -> LifecycleWords:
+        return LifecycleWords.training_operator(self.kind, job.name)
 
     def delegates_run_policy(self, job: JobModel[Any]) -> bool:
         return False

@@ -31,6 +31,7 @@ from jobcontroller import (
     DeleteObject,
     Event,
     JobController,
+    LifecycleWords,
     Obj,
     Observed,
     PatchObject,
@@ -126,6 +127,19 @@ class MPIJobController(JobController):
 
     def delegates_run_policy(self, job: JobModel[Any]) -> bool:
         return True
+
+    def lifecycle_words(self, job: JobModel[Any]) -> LifecycleWords:
+        """mpi-operator v0.8's words: the Created condition names the job with its namespace
+        and has an event of its own; Suspended says "MPIJob suspended" / "MPIJob resumed"; and
+        Running turns False ("... is suspended.") on suspension even if the job never ran."""
+        return LifecycleWords(
+            created=f"MPIJob {job.key} is created.",
+            suspended="MPIJob suspended",
+            running_suspended=f"MPIJob {job.key} is suspended.",
+            resumed="MPIJob resumed",
+            created_event=True,
+            running_false_when_suspended=True,
+        )
 
     def replica_index_offset(self, job: JobModel[Any], rtype: str) -> int:
         # A launcher that also works is index 0 of the hosts, so workers count from 1.

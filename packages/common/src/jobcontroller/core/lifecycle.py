@@ -64,14 +64,18 @@ def ensure_created(ctx: PlanContext) -> None:
     whenever it is missing, which also covers jobs created while the operator was down."""
     if ctx.status.condition(JobConditionType.CREATED) is not None:
         return
+    words = ctx.fw.lifecycle_words(ctx.job)
+    reason = new_reason(ctx.kind, REASON_CREATED)
     if set_condition(
         ctx.status,
         cond_type=JobConditionType.CREATED,
-        reason=new_reason(ctx.kind, REASON_CREATED),
-        message=created_message(ctx.kind, ctx.job.name),
+        reason=reason,
+        message=words.created,
         now=ctx.now,
     ):
         ctx.metrics.append(JobMetric.CREATED)
+        if words.created_event:
+            ctx.event("Normal", reason, words.created)
 
 
 def fail(
@@ -184,15 +188,15 @@ def plan_suspended(ctx: PlanContext) -> None:
         if replica.active:
             replica.active = 0
     reason = new_reason(ctx.kind, REASON_SUSPENDED)
-    message = f"{ctx.kind} {ctx.job.name} is suspended."
+    words = ctx.fw.lifecycle_words(ctx.job)
     changed = False
-    if is_running(ctx.status) or is_restarting(ctx.status):
+    if is_running(ctx.status) or is_restarting(ctx.status) or words.running_false_when_suspended:
         # Setting Running (False) also retires a Restarting condition.
         changed |= set_condition(
             ctx.status,
             cond_type=JobConditionType.RUNNING,
             reason=reason,
-            message=message,
+            message=words.running_suspended,
             now=ctx.now,
             value=False,
         )
@@ -201,12 +205,12 @@ def plan_suspended(ctx: PlanContext) -> None:
             ctx.status,
             cond_type=JobConditionType.SUSPENDED,
             reason=reason,
-            message=message,
+            message=words.suspended,
             now=ctx.now,
         )
     # The anchor records this event on every reconcile of a suspended job; once is enough.
     if changed:
-        ctx.event("Normal", reason, message)
+        ctx.event("Normal", reason, words.suspended)
 
 
 def resume_if_suspended(ctx: PlanContext) -> None:
@@ -214,7 +218,7 @@ def resume_if_suspended(ctx: PlanContext) -> None:
     if not is_suspended(ctx.status):
         return
     reason = new_reason(ctx.kind, REASON_RESUMED)
-    message = f"{ctx.kind} {ctx.job.name} is resumed."
+    message = ctx.fw.lifecycle_words(ctx.job).resumed
     if set_condition(
         ctx.status,
         cond_type=JobConditionType.SUSPENDED,
@@ -257,7 +261,7 @@ def sync_conflict_condition(ctx: PlanContext) -> None:
         REASON_FAILED_CREATE
     ):
         reason = new_reason(ctx.kind, REASON_CREATED)
-        message = created_message(ctx.kind, ctx.job.name)
+        message = ctx.fw.lifecycle_words(ctx.job).created
     else:
         return
     if current.reason == reason and current.message == message:

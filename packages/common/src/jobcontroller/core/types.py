@@ -173,6 +173,36 @@ class Plan:
 
 
 @dataclass(frozen=True, slots=True)
+class LifecycleWords:
+    """What the Created, Suspended and Resumed conditions and their events say.
+
+    The training-operator's words by default (:meth:`training_operator`); a framework whose
+    anchor words them differently (mpi-operator) returns its own from
+    :meth:`Framework.lifecycle_words`.
+    """
+
+    created: str
+    suspended: str
+    """The Suspended condition's message, and the event's."""
+    running_suspended: str
+    """Running=False's message while suspended."""
+    resumed: str
+    created_event: bool = False
+    """Record a Normal ``<Kind>Created`` event with the Created condition."""
+    running_false_when_suspended: bool = False
+    """Set Running=False on suspension even when the job never ran (mpi-operator does)."""
+
+    @classmethod
+    def training_operator(cls, kind: str, name: str) -> LifecycleWords:
+        return cls(
+            created=f"{kind} {name} is created.",
+            suspended=f"{kind} {name} is suspended.",
+            running_suspended=f"{kind} {name} is suspended.",
+            resumed=f"{kind} {name} is resumed.",
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaPods:
     """The pods of one replica type, grouped by index (a slot may briefly hold two pods)."""
 
@@ -230,6 +260,11 @@ class Framework(Protocol):
         ...
 
     def is_master_role(self, job: JobModel[Any], rtype: str, index: int) -> bool: ...
+
+    def lifecycle_words(self, job: JobModel[Any]) -> LifecycleWords:
+        """The words of the Created, Suspended and Resumed conditions and events
+        (``LifecycleWords.training_operator(kind, name)`` unless the anchor differs)."""
+        ...
 
     def replica_index_offset(self, job: JobModel[Any], rtype: str) -> int:
         """Added to a slot's index in its ``replica-index`` label (and Service selector); pod
