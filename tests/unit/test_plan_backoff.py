@@ -61,8 +61,11 @@ def test_limit_zero_fails_on_the_first_failure_without_recreating() -> None:
     cluster.set_pod("Worker", 1, "Failed", exit_code=1)
     result = cluster.step(fw)
     assert condition(result, "Failed").message == BACKOFF_MESSAGE
-    assert not [a for a in result.actions if isinstance(a, (DeleteObject, PatchObject))]
+    assert not [a for a in result.actions if isinstance(a, PatchObject)]
     assert "DemoJobRestarting" not in reasons(result)
+    # The failed pod is kept (cleanPodPolicy None), the running ones are stopped.
+    deleted = {a.name for a in result.actions if isinstance(a, DeleteObject) and a.kind == "Pod"}
+    assert deleted == {"demo-chief-0", "demo-worker-0"}
 
 
 def test_exit_code_recreations_count_towards_the_limit() -> None:
@@ -75,8 +78,9 @@ def test_exit_code_recreations_count_towards_the_limit() -> None:
     cluster.set_pod("Worker", 1, "Failed", exit_code=137)
     second = cluster.step(fw)
     assert condition(second, "Failed").message == BACKOFF_MESSAGE
-    # The failing pod is not recreated: the job is over.
-    assert not [a for a in second.actions if isinstance(a, DeleteObject)]
+    # The failing pod is not recreated (nor deleted): the job is over; the running ones stop.
+    deleted = {a.name for a in second.actions if isinstance(a, DeleteObject) and a.kind == "Pod"}
+    assert deleted == {"demo-chief-0", "demo-worker-0"}
 
 
 def test_restarts_of_a_recreated_pod_are_kept() -> None:

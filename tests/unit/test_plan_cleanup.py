@@ -54,31 +54,48 @@ def test_cleanup_converges(policy: str) -> None:
     assert cluster.plan(fw).actions == ()
 
 
-def fail_by_deadline(policy: str) -> Plan:
+def fail_by_run_policy(policy: str, how: str) -> Plan:
+    """Chief and worker 0 running, worker 1 succeeded; then the deadline passes, or the
+    backoff limit is reached."""
     fw = DemoFramework()
-    run_policy = {"cleanPodPolicy": policy, "activeDeadlineSeconds": 60}
-    cluster = FakeCluster(new_job(run_policy=run_policy))
+    limits = {"deadline": {"activeDeadlineSeconds": 60}, "backoff": {"backoffLimit": 2}}[how]
+    run_policy = {"cleanPodPolicy": policy, **limits}
+    cluster = FakeCluster(new_job(restart_policy="OnFailure", run_policy=run_policy))
     running_job(fw, cluster)
-    cluster.set_pod("Worker", 1, "Failed", exit_code=1)
+    cluster.set_pod("Worker", 1, "Succeeded", exit_code=0)
+    if how == "backoff":
+        cluster.set_pod("Chief", 0, "Running", restarts=2)
+        return cluster.plan(fw)
     return cluster.plan(fw, now=NOW + dt.timedelta(seconds=60))
 
 
-def test_failure_path_honours_policy_none() -> None:
-    result = fail_by_deadline("None")
+RUNNING = ["demo-chief-0", "demo-worker-0"]
+
+
+@pytest.mark.parametrize("how", ["deadline", "backoff"])
+@pytest.mark.parametrize(
+    ("policy", "pods"), [("None", RUNNING), ("Running", RUNNING), ("All", ALL)]
+)
+def test_a_job_stopped_by_its_run_policy_stops_its_running_pods(
+    how: str, policy: str, pods: list[str]
+) -> None:
+    # As a batch/v1 Job: running pods stop whatever the policy; the policy decides only about
+    # finished pods (the succeeded worker 1 is kept unless it is All).
+    result = fail_by_run_policy(policy, how)
+    assert result.status is not None and result.status.is_finished()
+    assert deleted(result) == {"Pod": pods, "Service": pods}
+
+
+def test_other_failures_honour_policy_none() -> None:
+    # A permanent exit code under ExitCode fails the job without its run policy: None keeps
+    # every pod.
+    fw = DemoFramework()
+    cluster = FakeCluster(new_job(restart_policy="ExitCode"))
+    running_job(fw, cluster)
+    cluster.set_pod("Worker", 1, "Failed", exit_code=1)
+    result = cluster.plan(fw)
     assert result.status is not None and result.status.is_finished()
     assert deleted(result) == {"Pod": [], "Service": []}
-
-
-def test_failure_path_policy_running_keeps_the_failed_pod() -> None:
-    result = fail_by_deadline("Running")
-    assert deleted(result) == {
-        "Pod": ["demo-chief-0", "demo-worker-0"],
-        "Service": ["demo-chief-0", "demo-worker-0"],
-    }
-
-
-def test_failure_path_policy_all() -> None:
-    assert deleted(fail_by_deadline("All")) == {"Pod": ALL, "Service": ALL}
 
 
 def test_terminating_pods_are_not_deleted_again() -> None:

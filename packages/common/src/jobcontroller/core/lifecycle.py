@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from jobcontroller.api.common import CleanPodPolicy, JobCondition, JobConditionType
+from jobcontroller.api.common import CleanPodPolicy, JobCondition, JobConditionType, JobStatus
 from jobcontroller.core.conditions import (
     REASON_CREATED,
     REASON_FAILED,
@@ -78,6 +78,29 @@ def ensure_created(ctx: PlanContext) -> None:
             ctx.event("Normal", reason, words.created)
 
 
+#: The endings of the Failed messages of a job stopped by its run policy (v1.9's words).
+BACKOFF_LIMIT_REACHED = "has failed because it has reached the specified backoff limit"
+DEADLINE_EXCEEDED = "has failed because it was active longer than specified deadline"
+
+
+def backoff_limit_message(name: str) -> str:
+    return f"Job {name} {BACKOFF_LIMIT_REACHED}"
+
+
+def deadline_message(name: str) -> str:
+    return f"Job {name} {DEADLINE_EXCEEDED}"
+
+
+def stopped_by_run_policy(status: JobStatus) -> bool:
+    """Failed by backoffLimit or activeDeadlineSeconds (read back from the condition, so a
+    clean-up that must be retried knows it in every later plan too)."""
+    cond = status.condition(JobConditionType.FAILED)
+    if cond is None or cond.status != "True":
+        return False
+    message = cond.message or ""
+    return message.endswith((BACKOFF_LIMIT_REACHED, DEADLINE_EXCEEDED))
+
+
 def fail(
     ctx: PlanContext,
     *,
@@ -115,16 +138,19 @@ def plan_finished(ctx: PlanContext) -> None:
         # without a completion time was finished now as far as we can tell.
         status.completion_time = ctx.now
     policy = ctx.job.run_policy.clean_pod_policy or CleanPodPolicy.NONE
-    if policy != CleanPodPolicy.NONE:
+    # A job stopped by its backoff limit or deadline stops its running pods whatever the
+    # policy, as a batch/v1 Job does (they would otherwise run on, or crash-loop under
+    # OnFailure, holding their resources); the policy then decides about finished pods.
+    stop_running = stopped_by_run_policy(status)
+    if policy != CleanPodPolicy.NONE or stop_running:
         removed: set[str] = set()
         for pod in ctx.observed.pods:
             # Pending counts as running: it would start running once scheduled.
-            if policy == CleanPodPolicy.RUNNING and phase(pod) not in (
-                PHASE_RUNNING,
-                PHASE_PENDING,
-            ):
+            running = phase(pod) in (PHASE_RUNNING, PHASE_PENDING)
+            if policy != CleanPodPolicy.ALL and not running:
                 continue
-            ctx.delete(POD, pod, reason=f"cleanPodPolicy={policy}")
+            reason = f"cleanPodPolicy={policy}" if policy != CleanPodPolicy.NONE else "stopped"
+            ctx.delete(POD, pod, reason=reason)
             removed.add(_name(pod))
         present = {_name(pod) for pod in ctx.observed.pods}
         for service in _replica_services(ctx):

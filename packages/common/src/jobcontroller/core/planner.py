@@ -37,7 +37,9 @@ from jobcontroller.core.conditions import (
 from jobcontroller.core.context import PlanContext, aware
 from jobcontroller.core.lifecycle import (
     REASON_FAILED_CREATE,
+    backoff_limit_message,
     created_message,
+    deadline_message,
     ensure_created,
     fail,
     finish_transition,
@@ -417,20 +419,14 @@ def _failure_checks(
         )
         restarts = ledger.count + ledger.live_restarts(counted) + new
         if past_backoff_limit(limit=limit, restarts=restarts):
-            message = (
-                f"Job {job.name} has failed because it has reached the specified backoff limit"
-            )
-            fail(ctx, reason=failed_reason, message=message)
+            fail(ctx, reason=failed_reason, message=backoff_limit_message(job.name))
             return True
     deadline = job.run_policy.active_deadline_seconds
     start = ctx.status.start_time
     if deadline is not None and start is not None:
         remaining = (start - ctx.now).total_seconds() + deadline
         if remaining <= 0:
-            message = (
-                f"Job {job.name} has failed because it was active longer than specified deadline"
-            )
-            fail(ctx, reason=failed_reason, message=message)
+            fail(ctx, reason=failed_reason, message=deadline_message(job.name))
             return True
         ctx.timers.append(remaining)
     return False
