@@ -147,6 +147,24 @@ async def test_mpijob_docs_example_is_accepted(
     assert created["spec"]["mpiReplicaSpecs"] == raw["spec"]["mpiReplicaSpecs"]
 
 
+async def test_mpijob_crd_stores_the_mpi_operators_defaults(
+    kube: KubeApi, kubeflow_crds: list[dict[str, Any]], namespace: str
+) -> None:
+    # As mpi-operator v0.8's CRD: what a user leaves out is stored with its default, so
+    # `kubectl get -o yaml` shows the same object under either operator.
+    raw = _mpijob()
+    del raw["spec"]["slotsPerWorker"]
+    created = await kube.create(MPIJOBS, copy.deepcopy(raw), namespace=namespace)
+    assert {k: v for k, v in created["spec"].items() if k != "mpiReplicaSpecs"} == {
+        "slotsPerWorker": 1,
+        "runLauncherAsWorker": False,
+        "sshAuthMountPath": "/root/.ssh",
+        "launcherCreationPolicy": "AtStartup",
+        "mpiImplementation": "OpenMPI",
+        "runPolicy": {"suspend": False},
+    }
+
+
 def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
     """A mutation setting a dotted path ("spec.x.y"); None deletes the key."""
 

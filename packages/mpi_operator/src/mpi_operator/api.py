@@ -20,6 +20,7 @@ from jobcontroller.api import (
     RestartPolicy,
 )
 from jobcontroller.api.crd import (
+    CRD_DEFAULT_KEY,
     MAX_REPLICA_TYPES,
     build_crd,
     cel_managed_by_rule,
@@ -101,22 +102,32 @@ class MPIJobSpec(JobSpec):
         }
     )
 
+    # The CRD stores mpi-operator's defaults, as its own CRD does (the operator defaults them
+    # too, for objects stored before the CRD had them).
     slots_per_worker: int | None = Field(
         default=None,
         ge=1,
         le=INT32_MAX,
         description="Slots per worker in the hostfile. Defaults to 1.",
+        json_schema_extra={CRD_DEFAULT_KEY: 1},
     )
     run_launcher_as_worker: bool | None = Field(
-        default=None, description="Also list the launcher in the hostfile. Defaults to false."
+        default=None,
+        description="Also list the launcher in the hostfile. Defaults to false.",
+        json_schema_extra={CRD_DEFAULT_KEY: False},
     )
     ssh_auth_mount_path: str | None = Field(
         default=None,
         min_length=1,
         description=f"Where the SSH keys are mounted. Defaults to {DEFAULT_SSH_AUTH_MOUNT_PATH}.",
+        json_schema_extra={CRD_DEFAULT_KEY: DEFAULT_SSH_AUTH_MOUNT_PATH},
     )
-    launcher_creation_policy: LauncherCreationPolicy | None = None
-    mpi_implementation: MPIImplementation | None = None
+    launcher_creation_policy: LauncherCreationPolicy | None = Field(
+        default=None, json_schema_extra={CRD_DEFAULT_KEY: "AtStartup"}
+    )
+    mpi_implementation: MPIImplementation | None = Field(
+        default=None, json_schema_extra={CRD_DEFAULT_KEY: "OpenMPI"}
+    )
     mpi_replica_specs: dict[
         str,
         Annotated[
