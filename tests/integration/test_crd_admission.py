@@ -165,6 +165,22 @@ async def test_mpijob_crd_stores_the_mpi_operators_defaults(
     }
 
 
+@pytest.mark.parametrize("length", [53, 54])
+async def test_mpijob_names_as_long_as_mpi_operator_takes_are_accepted(
+    kube: KubeApi, kubeflow_crds: list[dict[str, Any]], namespace: str, length: int
+) -> None:
+    # The launcher is the Job <name>-launcher (at most 63) and workers <name>-worker-<i>;
+    # the generic <name>-<type>-<index> rule must not count the Launcher as a pod name.
+    raw = _mpijob()
+    raw["metadata"]["name"] = "m" * length
+    await kube.create(MPIJOBS, raw, namespace=namespace)
+    too_long = _mpijob()
+    too_long["metadata"]["name"] = "m" * 55
+    with pytest.raises(ApiError) as refused:
+        await kube.create(MPIJOBS, too_long, namespace=namespace)
+    assert "<name>-launcher" in str(refused.value)
+
+
 def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
     """A mutation setting a dotted path ("spec.x.y"); None deletes the key."""
 

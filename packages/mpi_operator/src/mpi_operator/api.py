@@ -163,7 +163,9 @@ class MPIJobSpec(JobSpec):
 
 
 _ROOT_RULES: list[Any] = [
-    *cel_root_rules(specs_path="self.spec.mpiReplicaSpecs"),
+    # Worker pods are <name>-worker-<i>; the launcher is the Job <name>-launcher (below), as
+    # mpi-operator checks them: names of 53 and 54 characters are fine for both.
+    *cel_root_rules(specs_path="self.spec.mpiReplicaSpecs", not_pods=["Launcher"]),
     {
         "rule": f"size(self.metadata.name) + size('-launcher') <= {MAX_DNS_LABEL_LENGTH}",
         "message": _MSG_LAUNCHER_NAME,

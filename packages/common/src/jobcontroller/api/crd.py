@@ -242,15 +242,18 @@ def _cel_list(values: Sequence[str]) -> str:
     return "[" + ", ".join(f"'{v}'" for v in values) + "]"
 
 
-def cel_root_rules(*, specs_path: str) -> list[JsonValue]:
+def cel_root_rules(*, specs_path: str, not_pods: Sequence[str] = ()) -> list[JsonValue]:
     """Root-level rules for a job: a DNS-1035 name, short enough for all its pod names.
 
     `specs_path` is the CEL path of the replica-spec map, e.g. `self.spec.tfReplicaSpecs`. The
     length rule bounds `<name>-<replica type>-<last index>` (kubeflow #1101: longer names were
-    accepted and then never got pods, because every Service creation failed).
+    accepted and then never got pods, because every Service creation failed), for every type
+    but `not_pods`, whose objects are named otherwise (MPI's Launcher is a Job,
+    `<name>-launcher`, which the framework bounds itself).
     """
     spec = f"{specs_path}[k]"
     last_index = f"(has({spec}.replicas) && {spec}.replicas > 1 ? {spec}.replicas - 1 : 0)"
+    skipped = f"k in {_cel_list(not_pods)} || " if not_pods else ""
     return [
         {
             "rule": (
@@ -263,7 +266,7 @@ def cel_root_rules(*, specs_path: str) -> list[JsonValue]:
         },
         {
             "rule": (
-                f"{specs_path}.all(k, size(self.metadata.name) + size(k) + 2 "
+                f"{specs_path}.all(k, {skipped}size(self.metadata.name) + size(k) + 2 "
                 f"+ size(string({last_index})) <= {MAX_DNS_LABEL_LENGTH})"
             ),
             "message": (
