@@ -130,6 +130,72 @@ def _forbidden_requests(metrics: str) -> list[str]:
     ]
 
 
+SUBJECT_ACCESS_REVIEWS = Resource(
+    "authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews", namespaced=False
+)
+
+
+async def _wait_rbac_effective(
+    kube: KubeApi, rbac: list[dict[str, Any]], *, service_account: str, namespace: str
+) -> None:
+    """Until the authorizer allows every rule of the applied roles to the ServiceAccount.
+
+    RBAC objects reach the authorizer through its informers; on a loaded machine that took
+    long enough for an operator that already led to be refused dozens of times.
+    """
+    user = f"system:serviceaccount:{namespace}:{service_account}"
+    groups = [
+        "system:serviceaccounts",
+        f"system:serviceaccounts:{namespace}",
+        "system:authenticated",
+    ]
+    bound = {
+        (doc["roleRef"]["kind"], doc["roleRef"]["name"])
+        for doc in rbac
+        if doc["kind"] in ("RoleBinding", "ClusterRoleBinding")
+        and any(
+            s.get("kind") == "ServiceAccount" and s.get("name") == service_account
+            for s in doc.get("subjects") or []
+        )
+    }
+    checks = []
+    for doc in rbac:
+        if (doc["kind"], doc["metadata"]["name"]) not in bound:
+            continue
+        for rule in doc.get("rules") or []:
+            for group in rule.get("apiGroups") or [""]:
+                for resource in rule.get("resources") or []:
+                    for verb in rule.get("verbs") or []:
+                        if "*" in (group, resource, verb):
+                            continue
+                        name, _, sub = resource.partition("/")
+                        attrs = {"group": group, "resource": name, "verb": verb}
+                        if sub:
+                            attrs["subresource"] = sub
+                        checks.append(attrs)
+    assert checks
+    for _ in range(300):
+        pending = []
+        for attrs in checks:
+            review = await kube.create(
+                SUBJECT_ACCESS_REVIEWS,
+                {
+                    "spec": {
+                        "user": user,
+                        "groups": groups,
+                        "resourceAttributes": {**attrs, "namespace": namespace},
+                    }
+                },
+            )
+            if not (review.get("status") or {}).get("allowed"):
+                pending.append(attrs)
+        if not pending:
+            return
+        checks = pending
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"RBAC never allowed {user}: {checks}")
+
+
 async def _wait_leading(proc: subprocess.Popen[bytes], command: LocalCommand, log: Path) -> None:
     for _ in range(300):
         assert proc.poll() is None, log.read_text()[-3000:]
@@ -162,6 +228,7 @@ async def test_operator_completes_a_job_with_only_its_manifest_rbac(
         d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == prefix + operator
     )
     sa = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    await _wait_rbac_effective(kube, rbac, service_account=sa, namespace=ns)
     token_kc = await token_kubeconfig(
         kube,
         admin_kubeconfig=Path(kubeconfig),
