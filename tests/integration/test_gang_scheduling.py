@@ -6,43 +6,17 @@ the test plays Volcano's part by admitting the group (setting its phase).
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 from jobcontroller import PlanConfig
 from jobcontroller.operator import pod_group_crd_installed
-from jobcontroller.runtime.kube import CRDS, PODS, ApiError, KubeApi, Resource
+from jobcontroller.runtime.kube import PODS, KubeApi, Resource
 from jobcontroller.testing.operator import running
+from jobcontroller.testing.volcano import POD_GROUPS, install_volcano_crd
 from jobcontroller.testing.waiting import wait_for, wait_for_list
 from tf_operator.controller import TFJobController
 
 TFJOBS = Resource("kubeflow.org", "v1", "TFJob", "tfjobs")
-POD_GROUPS = Resource("scheduling.volcano.sh", "v1beta1", "PodGroup", "podgroups")
-
-VOLCANO_CRD: dict[str, Any] = {
-    "apiVersion": "apiextensions.k8s.io/v1",
-    "kind": "CustomResourceDefinition",
-    "metadata": {"name": "podgroups.scheduling.volcano.sh"},
-    "spec": {
-        "group": "scheduling.volcano.sh",
-        "names": {"kind": "PodGroup", "plural": "podgroups", "singular": "podgroup"},
-        "scope": "Namespaced",
-        "versions": [
-            {
-                "name": "v1beta1",
-                "served": True,
-                "storage": True,
-                "subresources": {"status": {}},
-                "schema": {
-                    "openAPIV3Schema": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                    }
-                },
-            }
-        ],
-    },
-}
 
 
 def tfjob(name: str) -> dict[str, Any]:
@@ -62,26 +36,8 @@ def tfjob(name: str) -> dict[str, Any]:
     }
 
 
-async def _install_volcano_crd(kube: KubeApi) -> None:
-    if not await pod_group_crd_installed(kube, "volcano"):
-        with contextlib.suppress(ApiError):  # another test may have just created it
-            await kube.create(CRDS, VOLCANO_CRD)
-    await wait_for(
-        kube,
-        CRDS,
-        "podgroups.scheduling.volcano.sh",
-        until=lambda o: (
-            o is not None
-            and any(
-                c.get("type") == "Established" and c.get("status") == "True"
-                for c in ((o.get("status") or {}).get("conditions") or [])
-            )
-        ),
-    )
-
-
 async def test_crd_detection(kube: KubeApi) -> None:
-    await _install_volcano_crd(kube)
+    await install_volcano_crd(kube)
     assert await pod_group_crd_installed(kube, "volcano")
     assert not await pod_group_crd_installed(kube, "scheduler-plugins-scheduler")
     assert not await pod_group_crd_installed(kube, "")
@@ -90,7 +46,7 @@ async def test_crd_detection(kube: KubeApi) -> None:
 async def test_volcano_pod_group_gates_pods_until_admitted(
     kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str
 ) -> None:
-    await _install_volcano_crd(kube)
+    await install_volcano_crd(kube)
     config = PlanConfig(gang_scheduler_name="volcano", pod_group_available=True)
     async with running(kubeconfig, TFJobController(config=config)):
         job = await kube.create(TFJOBS, tfjob("gang"), namespace=namespace)

@@ -47,6 +47,37 @@ def test_pods_by_rtype_matches_lowercase_labels_and_drops_others() -> None:
     assert {k: len(v) for k, v in grouped.items()} == {"Worker": 1, "PS": 1, "Chief": 0}
 
 
+def test_pods_without_a_replica_type_label_are_classified_by_name() -> None:
+    """mpi-operator's workers carry no replica-type label: after a swap they are still the
+    job's workers, found by their names, with the index label they have."""
+    unlabelled = pod("worker", 1)
+    del unlabelled["metadata"]["labels"]["training.kubeflow.org/replica-type"]
+    no_index = pod("worker", 3)
+    no_index["metadata"]["labels"] = {}
+    stray = pod("worker", 2)
+    stray["metadata"]["labels"] = {}
+    stray["metadata"]["name"] = "other-worker-2"
+    odd = pod("worker", 4)
+    odd["metadata"]["labels"] = {}
+    odd["metadata"]["name"] = "j-worker-x"
+
+    grouped = pods_by_rtype([unlabelled, no_index, stray, odd], rtypes=["Worker"], job_name="j")
+    labels = [p["metadata"]["labels"] for p in grouped["Worker"]]
+    assert labels == [
+        {
+            "training.kubeflow.org/replica-type": "worker",
+            "training.kubeflow.org/replica-index": "1",
+        },
+        {
+            "training.kubeflow.org/replica-type": "worker",
+            "training.kubeflow.org/replica-index": "3",
+        },
+    ]
+    assert "training.kubeflow.org/replica-type" not in unlabelled["metadata"]["labels"]
+    # Without the job's name nothing is guessed.
+    assert pods_by_rtype([unlabelled], rtypes=["Worker"]) == {"Worker": []}
+
+
 def test_group_by_index_ignores_missing_or_bad_indices() -> None:
     pods = [pod(index=0), pod(index=2), pod(index="x"), pod(index=-1), pod(index=2)]
     assert {k: len(v) for k, v in group_by_index(pods).items()} == {0: 1, 2: 2}

@@ -552,6 +552,10 @@ class JobController:
             await self._api.create(self._resources[action.kind], body, namespace=ns)
         except ApiError as exc:
             self.expectations.lower_creations(exp, 1)
+            # A same-named object appeared between our cache read and the create, or it is one
+            # our caches cannot show: the job's own from before a swap (adopted), or another's.
+            if exc.is_already_exists and await self._adopt_or_note_foreign(key, job, action, ns):
+                return
             self._warn(
                 job,
                 f"FailedCreate{action.kind}",
@@ -559,9 +563,6 @@ class JobController:
             )
             if not exc.is_already_exists:
                 raise
-            # A same-named object appeared between our cache read and the create, or it is one
-            # our caches cannot show. If it is ours the informer brings it.
-            await self._note_foreign(key, job, action, ns)
             return
         except Exception:
             self.expectations.lower_creations(exp, 1)
@@ -590,24 +591,76 @@ class JobController:
             failure = dataclasses.replace(failure, count=last.count + 1)
         self._create_failures[key] = failure
 
-    async def _note_foreign(self, key: str, job: Obj, action: CreateObject, ns: str) -> None:
-        """Remember an object in the way that is not the job's, so the next plan (queued at
-        once) reports the conflict and leaves it alone. Only objects wearing the job-name label
-        are in the caches; without this, a job blocked by any other object said nothing."""
+    async def _adopt_or_note_foreign(
+        self, key: str, job: Obj, action: CreateObject, ns: str
+    ) -> bool:
+        """Look at the object in the way of a creation; True when it is the job's own.
+
+        The job's own object (its controller reference names the job) is adopted: labels the
+        planned object carries and it lacks are patched on, so the informers, which watch only
+        what wears the job-name label, see it from then on. That is what objects created by
+        the Go operators before a swap need (mpi-operator labels its Service, ConfigMap,
+        Secret and launcher Job with ``app`` only; the training-operator's PodGroups carry no
+        labels). Any other object is remembered, so the next plan (queued at once) reports the
+        conflict and leaves it alone; without this, a job blocked by an object our caches
+        cannot show said nothing.
+        """
         assert self._api is not None
+        resource = self._resources[action.kind]
         try:
-            other = await self._api.get(self._resources[action.kind], action.name, namespace=ns)
+            other = await self._api.get(resource, action.name, namespace=ns)
         except ApiError as exc:
             if exc.is_not_found:
-                return  # gone already: the next plan creates ours
+                return True  # gone already: the next plan creates ours
             raise
-        if is_controlled_by(other, uid=str(job["metadata"]["uid"])):
-            return
-        self._foreign.setdefault(key, {})[(action.kind, action.name)] = {
-            "metadata": other.get("metadata") or {}
-        }
-        if self._queue is not None:
-            self._queue.add(key)
+        if not is_controlled_by(other, uid=str(job["metadata"]["uid"])):
+            self._foreign.setdefault(key, {})[(action.kind, action.name)] = {
+                "metadata": other.get("metadata") or {}
+            }
+            if self._queue is not None:
+                self._queue.add(key)
+            return False
+        have = (other.get("metadata") or {}).get("labels") or {}
+        want = (action.body.get("metadata") or {}).get("labels") or {}
+        missing = {k: v for k, v in want.items() if k not in have}
+        if LABEL_JOB_NAME in have or not missing:
+            return True  # ours and in the caches' view: the informer brings it
+        meta = other["metadata"]
+        # The uid makes the patch apply to this object only (the API server refuses a patch
+        # whose uid differs, as a conflict or an invalid immutable field); the expectation is
+        # met when the informer first sees it.
+        exp = f"{key}/{action.kind}"
+        self.expectations.expect_creations(exp, 1)
+        try:
+            await self._api.merge_patch(
+                resource,
+                action.name,
+                {"metadata": {"uid": meta.get("uid"), "labels": missing}},
+                namespace=ns,
+            )
+        except ApiError as exc:
+            self.expectations.lower_creations(exp, 1)
+            if exc.is_not_found or exc.is_conflict or exc.status == 422:
+                return True  # gone, or replaced by another object (uid): the next plan looks
+            raise
+        except Exception:
+            self.expectations.lower_creations(exp, 1)
+            raise
+        log.info(
+            "adopted an object the job controls that lacked its labels",
+            kind=action.kind,
+            object=action.name,
+            labels=sorted(missing),
+        )
+        self._record(
+            job,
+            Event(
+                "Normal",
+                f"Adopted{action.kind}",
+                f"Adopted {action.kind.lower()}: {action.name}",
+            ),
+        )
+        return True
 
     async def _recheck_foreign(self, key: str, namespace: str) -> None:
         """Forget the objects in the job's way that are gone (or replaced) by now."""

@@ -216,7 +216,7 @@ def _plan_live(ctx: PlanContext) -> None:
         ctx.status.start_time = ctx.now
     specs = job.replica_specs()
     rtypes = [rtype for rtype in fw.pod_replica_types(job) if rtype in specs]
-    grouped = pods_by_rtype(ctx.observed.pods, rtypes=rtypes)
+    grouped = pods_by_rtype(ctx.observed.pods, rtypes=rtypes, job_name=job.name)
     replicas = {
         rtype: replica_pods(
             grouped[rtype],

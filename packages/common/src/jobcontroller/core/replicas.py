@@ -61,19 +61,43 @@ def replica_index(obj: Obj) -> int | None:
         return None
 
 
-def pods_by_rtype(pods: Iterable[Obj], *, rtypes: Iterable[str]) -> dict[str, list[Obj]]:
+def pods_by_rtype(
+    pods: Iterable[Obj], *, rtypes: Iterable[str], job_name: str | None = None
+) -> dict[str, list[Obj]]:
     """Pods keyed by replica type (as spelled in the spec), matched on the lower-cased label.
 
-    Every requested type gets a (possibly empty) list; pods of other types are dropped.
+    Every requested type gets a (possibly empty) list; pods of other types are dropped. With
+    ``job_name``, a pod without the replica-type label (mpi-operator's workers lack it) is
+    classified by its name, ``<job>-<type>-<index>``, and returned as a copy that carries the
+    labels it would have had (the index label only when it has none).
     """
     out: dict[str, list[Obj]] = {rtype: [] for rtype in rtypes}
     by_label = {rtype.lower(): rtype for rtype in out}
     for pod in pods:
-        label = ((pod.get("metadata") or {}).get("labels") or {}).get(REPLICA_TYPE_LABEL)
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        label = labels.get(REPLICA_TYPE_LABEL)
+        if label is None and job_name is not None:
+            classified = _classified_by_name(pod, job_name=job_name, known=by_label)
+            if classified is not None:
+                pod, label = classified, classified["metadata"]["labels"][REPLICA_TYPE_LABEL]
         rtype = by_label.get(str(label)) if label is not None else None
         if rtype is not None:
             out[rtype].append(pod)
     return out
+
+
+def _classified_by_name(pod: Obj, *, job_name: str, known: Mapping[str, str]) -> Obj | None:
+    meta = pod.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    if not name.startswith(f"{job_name}-"):
+        return None
+    rtype, _, index = name[len(job_name) + 1 :].rpartition("-")
+    if rtype not in known or not index.isdigit():
+        return None
+    labels = dict(meta.get("labels") or {})
+    labels[REPLICA_TYPE_LABEL] = rtype
+    labels.setdefault(REPLICA_INDEX_LABEL, str(int(index)))
+    return {**pod, "metadata": {**meta, "labels": labels}}
 
 
 def group_by_index(objs: Iterable[Obj], *, offset: int = 0) -> dict[int, list[Obj]]:
