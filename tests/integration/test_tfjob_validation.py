@@ -4,14 +4,28 @@ admission cannot see, failed by the operator once, visibly, without a retry loop
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from tfjobs import TFJOBS, condition, events, pods, replica, tfjob, wait_job
+from tfjobs import (
+    TFJOBS,
+    condition,
+    env_of,
+    events,
+    pods,
+    replica,
+    tfjob,
+    wait_event,
+    wait_job,
+)
 
 from jobcontroller.core import PlanConfig
-from jobcontroller.runtime.kube import ApiError, KubeApi
+from jobcontroller.runtime.kube import CRDS, ApiError, KubeApi
 from jobcontroller.testing.operator import running
+from jobcontroller.testing.waiting import wait_for
 from tf_operator.controller import TFJobController
 
 
@@ -94,3 +108,83 @@ async def test_a_job_that_passes_admission_but_is_invalid_fails_once(
         assert reconciles("error", "requeue") == 0
         assert reconciles(*every) - settled <= 1
         assert [e["count"] for e in await events(kube, ns, reason="TFJobFailedValidation")] == [1]
+
+
+def _without_rules(schema: Any) -> Any:
+    """A CRD schema without its CEL rules: the Go operator's CRD, which had none."""
+    if isinstance(schema, dict):
+        return {k: _without_rules(v) for k, v in schema.items() if k != "x-kubernetes-validations"}
+    if isinstance(schema, list):
+        return [_without_rules(v) for v in schema]
+    return schema
+
+
+@contextlib.asynccontextmanager
+async def _go_operator_crd(kube: KubeApi, namespace: str) -> AsyncIterator[None]:
+    """TFJobs may be stored as the Go operator's CRD let them be, until the block ends and
+    ours is back (and refusing again)."""
+    ours = await kube.get(CRDS, "tfjobs.kubeflow.org")
+    probe = tfjob("probe", {"Worker": replica(1), "Trainer": replica(1)})
+
+    async def admits() -> bool:
+        try:
+            await kube.create(TFJOBS, probe, namespace=namespace)
+        except ApiError as exc:
+            assert exc.status == 422, exc
+            return False
+        await kube.delete(TFJOBS, "probe", namespace=namespace)
+        await wait_for(kube, TFJOBS, "probe", namespace=namespace, until=lambda j: j is None)
+        return True
+
+    relaxed = {**ours, "spec": _without_rules(ours["spec"])}
+    await kube.replace(CRDS, relaxed)
+    try:
+        for _ in range(100):  # the API server picks the CRD change up in a moment
+            if await admits():
+                break
+            await asyncio.sleep(0.2)
+        yield
+    finally:
+        current = await kube.get(CRDS, "tfjobs.kubeflow.org")
+        await kube.replace(CRDS, {**current, "spec": ours["spec"]})
+        for _ in range(100):
+            if not await admits():
+                break
+            await asyncio.sleep(0.2)
+
+
+async def test_a_job_stored_before_the_swap_that_breaks_new_rules_runs_with_a_warning(
+    kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str
+) -> None:
+    """Issue 13, item 8. A TFJob with a replica type v1.9 never checked (``Trainer``) was
+    stored under the Go operator: it runs as v1.9 ran it (a pod per type, TF_CONFIG with every
+    type) with one Warning that names the rule. A stored job that no operator could run (names
+    too long for its Services) still fails, with the reason."""
+    ns = namespace
+    async with _go_operator_crd(kube, ns):
+        specs = {"Worker": replica(1, exit_code=0, run_for="2s"), "Trainer": replica(1)}
+        await kube.create(TFJOBS, tfjob("legacy", specs), namespace=ns)
+        await kube.create(TFJOBS, tfjob("n" * 55, {"Worker": replica(10)}), namespace=ns)
+
+    async with running(kubeconfig, TFJobController()):
+        done = await wait_job(kube, ns, "legacy", "Succeeded")
+        assert condition(done, "Failed") is None
+        warning = await wait_event(kube, ns, "TFJobToleratedValidation")
+        assert warning["type"] == "Warning"
+        assert "spec.tfReplicaSpecs[Trainer]: replica types must be" in warning["message"]
+        trainer = (await pods(kube, ns))["legacy-trainer-0"]
+        config = json.loads(env_of(trainer)["TF_CONFIG"])
+        assert config["task"] == {"type": "trainer", "index": 0}
+        assert config["cluster"] == {
+            "trainer": [f"legacy-trainer-0.{ns}.svc:2222"],
+            "worker": [f"legacy-worker-0.{ns}.svc:2222"],
+        }
+
+        failed = await wait_job(kube, ns, "n" * 55, "Failed")
+        reason = condition(failed, "Failed")
+        assert reason is not None and reason["reason"] == "TFJobFailedValidation"
+        assert "too long" in reason["message"]
+        # Warned once, however many reconciles the job had.
+        assert [e["count"] for e in await events(kube, ns, reason="TFJobToleratedValidation")] == [
+            1
+        ]

@@ -77,6 +77,8 @@ class DemoFramework:
     """Implements the ``Framework`` protocol; knobs let tests bend single behaviours."""
 
     extra_errors: list[str] = field(default_factory=list)
+    tolerated_errors: list[str] = field(default_factory=list)
+    """Errors (also returned by ``validate``) that a job stored before the swap may break."""
     no_recreate: set[str] = field(default_factory=set)
     no_services: set[str] = field(default_factory=set)
     extra: Callable[[JobModel[Any], Observed], list[Action]] | None = None
@@ -110,10 +112,13 @@ class DemoFramework:
         return job
 
     def validate(self, job: JobModel[Any]) -> list[str]:
-        errors = list(self.extra_errors)
+        errors = [*self.extra_errors, *self.tolerated_errors]
         if not job.replica_specs():
             errors.append("spec.demoReplicaSpecs: must be specified")
         return errors
+
+    def tolerated(self, job: JobModel[Any]) -> list[str]:
+        return list(self.tolerated_errors)
 
     def pod_replica_types(self, job: JobModel[Any]) -> list[str]:
         return [rtype for rtype in DemoJob.REPLICA_TYPES if rtype in job.replica_specs()]

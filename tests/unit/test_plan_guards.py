@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from plan_fixtures import DemoFramework, FakeCluster, condition, new_job, reasons, running_job
 
-from jobcontroller.core import JobMetric, Plan
+from jobcontroller.core import CreateObject, JobMetric, Plan
 
 
 @pytest.mark.parametrize("manager", ["kueue.x-k8s.io/multikueue", "someone-else"])
@@ -44,6 +44,35 @@ def test_validation_failure_fails_the_job_without_pods() -> None:
     again = cluster.plan(fw)
     assert (again.actions, again.events, again.metrics) == ((), (), ())
     assert again.status is not None and again.status.to_dict() == cluster.job["status"]
+
+
+def test_a_stored_job_breaking_only_tolerated_rules_runs_with_one_warning() -> None:
+    """Rules the Go operator never checked: a job stored before the swap is warned about once
+    (the annotation remembers it) and runs; a rule no job can run without still fails it."""
+    fw = DemoFramework(tolerated_errors=["spec.x: stricter than v1.9"])
+    cluster = FakeCluster(new_job())
+    result = cluster.step(fw)
+    assert condition(result, "Failed") is None
+    warnings = [e for e in result.events if e.type == "Warning"]
+    assert [(e.reason, e.message) for e in warnings] == [
+        (
+            "DemoJobToleratedValidation",
+            "DemoJob demo breaks rules that new jobs must follow (it was stored before they "
+            "applied) and runs as the Go operator ran it: spec.x: stricter than v1.9",
+        )
+    ]
+    assert any(isinstance(a, CreateObject) and a.kind == "Pod" for a in result.actions)
+    annotations = cluster.job["metadata"]["annotations"]
+    assert "training.kubeflow.org/tolerated-rules" in annotations
+    again = cluster.step(fw)
+    assert not [e for e in again.events if e.type == "Warning"]
+    # A different broken rule is reported again.
+    fw.tolerated_errors.append("spec.y: also stricter")
+    assert "DemoJobToleratedValidation" in reasons(cluster.step(fw))
+    # A hard error among them fails the job, naming only the hard one.
+    fw.extra_errors.append("spec.z: impossible")
+    failed = condition(cluster.step(fw), "Failed")
+    assert failed.message == "DemoJob demo failed validation because spec.z: impossible"
 
 
 def test_unparseable_job_is_failed_not_raised() -> None:

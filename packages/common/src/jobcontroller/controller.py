@@ -199,6 +199,9 @@ class JobController:
     def validate(self, job: JobModel[Any]) -> list[str]:
         return []
 
+    def tolerated(self, job: JobModel[Any]) -> list[str]:
+        return []
+
     def pod_replica_types(self, job: JobModel[Any]) -> list[str]:
         specs = job.replica_specs()
         ordered = [rt for rt in self.model.REPLICA_TYPES if rt in specs]

@@ -27,6 +27,7 @@ from jobcontroller.api import (
 from jobcontroller.api.crd import (
     MAX_REPLICA_TYPES,
     build_crd,
+    cel_create_only,
     cel_default_container_rule,
     cel_managed_by_rule,
     cel_root_rules,
@@ -50,6 +51,7 @@ __all__ = [
     "TFJobSpec",
     "TFReplicaType",
     "default_tfjob",
+    "stricter_than_anchor_errors",
     "tfjob_crd",
     "validate_tfjob",
 ]
@@ -120,11 +122,18 @@ class TFJobSpec(JobSpec):
         json_schema_extra={
             "maxProperties": MAX_REPLICA_TYPES,
             "x-kubernetes-validations": [
-                {"rule": f"self.all(k, k.lowerAscii() in {_KNOWN_KEYS})", "message": _MSG_TYPES},
-                {
-                    "rule": f"self.exists(k, k.lowerAscii() in {_LEADER_KEYS})",
-                    "message": _MSG_LEADER,
-                },
+                # Rules v1.9 never checked are judged at creation only: a job stored under
+                # the Go operator that breaks one still runs (and can be written), with a
+                # warning from the operator.
+                cel_create_only(
+                    {"rule": f"self.all(k, k.lowerAscii() in {_KNOWN_KEYS})", "message": _MSG_TYPES}
+                ),
+                cel_create_only(
+                    {
+                        "rule": f"self.exists(k, k.lowerAscii() in {_LEADER_KEYS})",
+                        "message": _MSG_LEADER,
+                    }
+                ),
                 {
                     "rule": "self.all(k, self.exists_one(j, j.lowerAscii() == k.lowerAscii()))",
                     "message": _MSG_CASE,
@@ -133,13 +142,15 @@ class TFJobSpec(JobSpec):
                     "rule": f"size(self.filter(k, k.lowerAscii() in {_CHIEF_KEYS})) <= 1",
                     "message": _MSG_ONE_CHIEF,
                 },
-                {
-                    "rule": (
-                        f"self.all(k, !(k.lowerAscii() in {_CHIEF_KEYS}) || "
-                        "!has(self[k].replicas) || self[k].replicas <= 1)"
-                    ),
-                    "message": _MSG_CHIEF_REPLICAS,
-                },
+                cel_create_only(
+                    {
+                        "rule": (
+                            f"self.all(k, !(k.lowerAscii() in {_CHIEF_KEYS}) || "
+                            "!has(self[k].replicas) || self[k].replicas <= 1)"
+                        ),
+                        "message": _MSG_CHIEF_REPLICAS,
+                    }
+                ),
             ],
         },
     )
@@ -192,16 +203,18 @@ def default_tfjob(job: TFJob) -> TFJob:
 
 
 def validate_tfjob(job: TFJob, *, old: TFJob | None = None) -> list[str]:
-    """The anchor webhook's checks (plus the pod-name length check); [] when valid."""
+    """Every rule admission enforces (the anchor webhook's checks, plus ours); [] when valid."""
+    return [*_anchor_errors(job, old=old), *stricter_than_anchor_errors(job)]
+
+
+def _anchor_errors(job: TFJob, *, old: TFJob | None) -> list[str]:
+    """The checks of v1.9's webhook, and ours that no job can run without (a pod or Service
+    name the API server would refuse; replica types that default onto each other)."""
     errors = dns1035_label_errors(job.name, path="metadata.name")
     specs = job.spec.tf_replica_specs
     if not specs:
         errors.append(f"{_SPECS}: must be specified")
     errors += duplicate_replica_type_errors(replica_specs=specs, path=_SPECS)
-    known = {rtype.lower() for rtype in TFJob.REPLICA_TYPES}
-    errors += [f"{_SPECS}[{k}]: {_MSG_TYPES}" for k in specs if k.lower() not in known]
-    if specs and not any(k.lower() in ("chief", "master", "worker") for k in specs):
-        errors.append(f"{_SPECS}: {_MSG_LEADER}")
     chiefs = [k for k in specs if k.lower() in ("chief", "master")]
     for rtype, replica in specs.items():
         errors += container_errors(
@@ -209,15 +222,27 @@ def validate_tfjob(job: TFJob, *, old: TFJob | None = None) -> list[str]:
         )
     if len(chiefs) > 1:
         errors.append(f"{_SPECS}: {_MSG_ONE_CHIEF}")
-    errors += [
-        f"{_SPECS}[{k}].replicas: {_MSG_CHIEF_REPLICAS}"
-        for k in chiefs
-        if (specs[k].replicas or 0) > 1
-    ]
     errors += pod_name_length_errors(job_name=job.name, replica_specs=specs)
     errors += managed_by_errors(run_policy=job.spec.run_policy, allowed=MANAGED_BY_VALUES)
     if old is not None:
         errors += managed_by_update_errors(old=old.spec.run_policy, new=job.spec.run_policy)
+    return errors
+
+
+def stricter_than_anchor_errors(job: TFJob) -> list[str]:
+    """Rules admission enforces that v1.9 never checked: replica types outside the five, a job
+    with no Chief, Master or Worker, a Chief or Master with more than one replica. A TFJob
+    stored before the swap that breaks one still runs as v1.9 ran it, with a warning."""
+    specs = job.spec.tf_replica_specs
+    known = {rtype.lower() for rtype in TFJob.REPLICA_TYPES}
+    errors = [f"{_SPECS}[{k}]: {_MSG_TYPES}" for k in specs if k.lower() not in known]
+    if specs and not any(k.lower() in ("chief", "master", "worker") for k in specs):
+        errors.append(f"{_SPECS}: {_MSG_LEADER}")
+    errors += [
+        f"{_SPECS}[{k}].replicas: {_MSG_CHIEF_REPLICAS}"
+        for k in specs
+        if k.lower() in ("chief", "master") and (specs[k].replicas or 0) > 1
+    ]
     return errors
 
 

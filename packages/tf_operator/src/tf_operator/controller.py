@@ -32,6 +32,7 @@ from tf_operator.api import (
     TFJob,
     TFReplicaType,
     default_tfjob,
+    stricter_than_anchor_errors,
     validate_tfjob,
 )
 from tf_operator.tfconfig import is_distributed, tf_config
@@ -51,6 +52,9 @@ class TFJobController(JobController):
 
     def validate(self, job: JobModel[Any]) -> list[str]:
         return validate_tfjob(cast(TFJob, job))
+
+    def tolerated(self, job: JobModel[Any]) -> list[str]:
+        return stricter_than_anchor_errors(cast(TFJob, job))
 
     def is_master_role(self, job: JobModel[Any], rtype: str, index: int) -> bool:
         specs = job.replica_specs()

@@ -42,6 +42,7 @@ __all__ = [
     "ScaleSubresource",
     "UnsupportedSchema",
     "build_crd",
+    "cel_create_only",
     "cel_default_container_rule",
     "cel_managed_by_rule",
     "cel_root_rules",
@@ -254,7 +255,7 @@ def cel_root_rules(*, specs_path: str, not_pods: Sequence[str] = ()) -> list[Jso
     spec = f"{specs_path}[k]"
     last_index = f"(has({spec}.replicas) && {spec}.replicas > 1 ? {spec}.replicas - 1 : 0)"
     skipped = f"k in {_cel_list(not_pods)} || " if not_pods else ""
-    return [
+    rules: list[JsonDict] = [
         {
             "rule": (
                 f"size(self.metadata.name) <= {MAX_DNS_LABEL_LENGTH} && "
@@ -277,6 +278,9 @@ def cel_root_rules(*, specs_path: str, not_pods: Sequence[str] = ()) -> list[Jso
             "reason": "FieldValueInvalid",
         },
     ]
+    # The name cannot change after creation; replicas can, and the operator's validation
+    # fails a job scaled past the limit.
+    return [cel_create_only(rule) for rule in rules]
 
 
 def cel_managed_by_rule(*, allowed: Sequence[str]) -> JsonDict:
@@ -369,6 +373,21 @@ def build_crd(
             "versions": [version],
         },
     }
+
+
+def cel_create_only(rule: JsonDict) -> JsonDict:
+    """The rule judged when a job is created, not on later writes (``optionalOldSelf``).
+
+    For rules a job stored before them may break: the Go operators' CRDs had no rules, and
+    the API server's ratcheting does not keep such a job writable. A root-level rule is judged
+    on every status write (the root changed), and a replica spec whose template has metadata
+    is never found equal to its old value, so without this the operator could not even write
+    the job's status. (Ratcheting by hand, ``!rule(oldSelf) || rule(self)``, is what we would
+    want, but the cost estimator then prices ``oldSelf`` as unbounded, past the budget.) What
+    an update breaks, the operator's own validation still catches.
+    """
+    text = str(rule["rule"])
+    return {**rule, "rule": f"oldSelf.hasValue() || ({text})", "optionalOldSelf": True}
 
 
 def crd_to_yaml(crd: dict[str, Any]) -> str:

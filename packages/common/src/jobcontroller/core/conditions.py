@@ -29,6 +29,7 @@ __all__ = [
     "REASON_RUNNING",
     "REASON_SUCCEEDED",
     "REASON_SUSPENDED",
+    "REASON_TOLERATED_VALIDATION",
     "is_failed",
     "is_finished",
     "is_restarting",
@@ -49,6 +50,7 @@ REASON_FAILED = "Failed"
 REASON_SUSPENDED = "Suspended"
 REASON_RESUMED = "Resumed"
 REASON_FAILED_VALIDATION = "FailedValidation"
+REASON_TOLERATED_VALIDATION = "ToleratedValidation"
 
 
 def new_reason(kind: str, reason: str) -> str:

@@ -21,6 +21,7 @@ __all__ = [
     "REPLICA_TYPE_LABEL",
     "RESTARTED_PODS_ANNOTATION",
     "RESTART_COUNT_ANNOTATION",
+    "TOLERATED_RULES_ANNOTATION",
     "controller_uid",
     "expectation_key",
     "is_controlled_by",
@@ -40,6 +41,8 @@ JOB_ROLE_MASTER = "master"
 #: Job annotations that keep the backoff ledger (see core/restart.py).
 RESTART_COUNT_ANNOTATION = _PREFIX + "restart-count"
 RESTARTED_PODS_ANNOTATION = _PREFIX + "restarted-pods"
+#: Which broken rules a job stored before the swap was warned about (a digest of them).
+TOLERATED_RULES_ANNOTATION = _PREFIX + "tolerated-rules"
 
 #: ``runPolicy.managedBy`` value meaning "this operator"; an absent value means the same.
 MANAGED_BY_SELF = "kubeflow.org/training-operator"

@@ -19,6 +19,7 @@ same status. The order follows common's ReconcileJobs:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -29,6 +30,7 @@ from jobcontroller.core.conditions import (
     REASON_FAILED,
     REASON_FAILED_VALIDATION,
     REASON_RESTARTING,
+    REASON_TOLERATED_VALIDATION,
     is_finished,
     is_succeeded,
     new_reason,
@@ -48,7 +50,7 @@ from jobcontroller.core.lifecycle import (
     resume_if_suspended,
     sync_conflict_condition,
 )
-from jobcontroller.core.names import replica_name
+from jobcontroller.core.names import TOLERATED_RULES_ANNOTATION, replica_name
 from jobcontroller.core.objects import build_pod, build_service
 from jobcontroller.core.podgroup import (
     delays_pod_creation,
@@ -125,7 +127,8 @@ def plan(
     )
     ensure_created(ctx)
     if not is_finished(ctx.status):
-        errors = [*fw.validate(job), *_pod_limit_errors(ctx)]
+        tolerated = fw.tolerated(job)
+        errors = [e for e in fw.validate(job) if e not in tolerated] + _pod_limit_errors(ctx)
         if errors:
             fail(
                 ctx,
@@ -133,6 +136,8 @@ def plan(
                 message=_validation_message(ctx.kind, job.name, errors),
                 event_type="Warning",
             )
+        elif tolerated:
+            _warn_tolerated(ctx, tolerated)
     if is_finished(ctx.status):
         plan_finished(ctx)
         _extra_objects(ctx)
@@ -142,6 +147,28 @@ def plan(
     else:
         _plan_live(ctx)
     return ctx.to_plan()
+
+
+def _warn_tolerated(ctx: PlanContext, rules: Sequence[str]) -> None:
+    """A job stored before the swap breaks rules the Go operator never checked: say so once
+    (a Warning event; the annotation records which rules were reported) and run it."""
+    digest = hashlib.sha256("\n".join(sorted(rules)).encode()).hexdigest()[:16]
+    if ctx.job.annotations.get(TOLERATED_RULES_ANNOTATION) == digest:
+        return
+    ctx.actions.append(
+        PatchObject(
+            kind=ctx.job.kind,
+            namespace=ctx.job.namespace,
+            name=ctx.job.name,
+            patch={"metadata": {"annotations": {TOLERATED_RULES_ANNOTATION: digest}}},
+        )
+    )
+    ctx.event(
+        "Warning",
+        new_reason(ctx.kind, REASON_TOLERATED_VALIDATION),
+        f"{ctx.kind} {ctx.job.name} breaks rules that new jobs must follow (it was stored "
+        f"before they applied) and runs as the Go operator ran it: {'; '.join(rules)}",
+    )
 
 
 def _extra_objects(ctx: PlanContext) -> None:

@@ -252,6 +252,15 @@ class Framework(Protocol):
         """Human-readable errors; non-empty fails the job with reason <Kind>FailedValidation."""
         ...
 
+    def tolerated(self, job: JobModel[Any]) -> list[str]:
+        """Those of ``validate``'s errors that break rules the Go operator never checked.
+
+        Admission refuses new jobs that break them, so a job that reaches the operator with
+        one was stored before the swap: it gets a Warning event naming the rule and runs as
+        the Go operator would have run it, instead of failing.
+        """
+        ...
+
     def pod_replica_types(self, job: JobModel[Any]) -> list[str]:
         """Replica types the base runs as one pod (and one Service) per index, in order.
 
