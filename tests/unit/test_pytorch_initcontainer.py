@@ -6,6 +6,7 @@ sleep) first on PATH, so its loop is exercised without a network or a cluster.
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 from pathlib import Path
@@ -13,10 +14,13 @@ from typing import Any
 
 import pytest
 
+from pytorch_operator.__main__ import add_flags
 from pytorch_operator.api import PyTorchJob, default_pytorchjob
 from pytorch_operator.initcontainer import (
     INIT_CONTAINER_NAME,
+    WAIT_FOR_MASTER_DNS_SCRIPT,
     WAIT_FOR_MASTER_SCRIPT,
+    InitContainerTemplate,
     add_init_container,
     init_container,
 )
@@ -81,11 +85,16 @@ def test_init_container_goes_after_the_users_own_and_is_not_added_twice() -> Non
 
 
 def _run_script(
-    tmp_path: Path, nc_body: str, *, max_tries: int
+    tmp_path: Path,
+    nc_body: str,
+    *,
+    max_tries: int,
+    script: str = WAIT_FOR_MASTER_SCRIPT,
+    tool: str = "nc",
 ) -> subprocess.CompletedProcess[str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name, body in {"nc": nc_body, "sleep": "exit 0"}.items():
+    for name, body in {tool: nc_body, "sleep": "exit 0"}.items():
         tool = bin_dir / name
         tool.write_text(f"#!/bin/sh\n{body}\n")
         tool.chmod(0o755)
@@ -97,7 +106,7 @@ def _run_script(
         "CALLS": str(tmp_path / "calls"),
     }
     return subprocess.run(
-        ["sh", "-c", WAIT_FOR_MASTER_SCRIPT],
+        ["sh", "-c", script],
         env=env,
         capture_output=True,
         text=True,
@@ -134,3 +143,90 @@ def test_script_fails_fast_when_nc_has_no_z_option(tmp_path: Path) -> None:
     result = _run_script(tmp_path, no_z, max_tries=100)
     assert result.returncode == 2
     assert "--pytorch-init-container-image" in result.stdout
+
+
+def test_script_without_a_limit_waits_as_long_as_it_takes(tmp_path: Path) -> None:
+    """The default (0): a master that loads data for long does not fail its workers."""
+    slow = """
+[ "$4" = 127.0.0.1 ] && exit 1
+echo "$@" >> "$CALLS"
+[ "$(wc -l < "$CALLS")" -ge 150 ]
+"""
+    result = _run_script(tmp_path, slow, max_tries=0)
+    assert result.returncode == 0, result.stdout[-500:] + result.stderr
+    assert len((tmp_path / "calls").read_text().splitlines()) == 150
+    assert "waiting for master mnist-master-0:23456 (149)" in result.stdout
+
+
+def test_dns_check_waits_until_the_name_resolves_as_v1_9_did(tmp_path: Path) -> None:
+    resolves_on_second = """
+echo "$@" >> "$CALLS"
+[ "$(wc -l < "$CALLS")" -ge 2 ]
+"""
+    result = _run_script(
+        tmp_path,
+        resolves_on_second,
+        max_tries=5,
+        script=WAIT_FOR_MASTER_DNS_SCRIPT,
+        tool="nslookup",
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "calls").read_text().splitlines() == ["mnist-master-0"] * 2
+    assert "master mnist-master-0 resolves" in result.stdout
+
+
+def test_template_file_replaces_the_built_in_container(tmp_path: Path) -> None:
+    """v1.9's --pytorch-init-container-template-file, with its fields."""
+    file = tmp_path / "initContainer.yaml"
+    file.write_text(
+        "- name: wait-for-master\n"
+        "  image: {{.InitContainerImage}}\n"
+        "  command: ['sh', '-c', 'until nslookup {{ .MasterAddr }}; do sleep 2; done']\n"
+        "  env: [{name: PORT, value: '{{.MasterPort}}'}, {name: TRIES, value: '{{.MaxTries}}'}]\n"
+    )
+    template = InitContainerTemplate.load(file)
+    assert template is not None
+    job = _job({"Master": _replica(1, port=29500), "Worker": _replica(2)})
+    pod: dict[str, Any] = {"spec": {"containers": []}}
+    add_init_container(
+        job, pod, rtype="Worker", image="busybox:1.37", max_tries=9, file_template=template
+    )
+    assert pod["spec"]["initContainers"] == [
+        {
+            "name": "wait-for-master",
+            "image": "busybox:1.37",
+            "command": ["sh", "-c", "until nslookup mnist-master-0; do sleep 2; done"],
+            "env": [{"name": "PORT", "value": "29500"}, {"name": "TRIES", "value": "9"}],
+        }
+    ]
+    assert InitContainerTemplate.load(tmp_path / "absent.yaml") is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("- name: x\n  image: {{.Image}}\n", "unknown: Image"),
+        ("- name: x\n  image: {{if .MaxTries}}y{{end}}\n", "only"),
+        ("name: x\nimage: y\n", "YAML list of containers"),
+    ],
+)
+def test_a_template_file_that_cannot_work_is_refused_at_start_up(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    file = tmp_path / "initContainer.yaml"
+    file.write_text(text)
+    parser = argparse.ArgumentParser(exit_on_error=False)
+    add_flags(parser)
+    with pytest.raises(argparse.ArgumentError, match=expected):
+        parser.parse_args(["--pytorch-init-container-template-file", str(file)])
+
+
+def test_flags_default_to_no_limit_and_the_tcp_check(tmp_path: Path) -> None:
+    parser = argparse.ArgumentParser()
+    add_flags(parser)
+    args = parser.parse_args(
+        ["--pytorch-init-container-template-file", str(tmp_path / "absent.yaml")]
+    )
+    assert args.pytorch_init_container_max_tries == 0
+    assert args.pytorch_init_container_check == "tcp"
+    assert args.pytorch_init_container_template_file is None

@@ -5,20 +5,34 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import cast
+
+import yaml
 
 from jobcontroller import run_job_operator
 from pytorch_operator.controller import PyTorchJobController
 from pytorch_operator.initcontainer import (
+    CHECK_DNS,
+    CHECK_TCP,
     DEFAULT_INIT_CONTAINER_IMAGE,
     DEFAULT_INIT_CONTAINER_MAX_TRIES,
+    DEFAULT_INIT_CONTAINER_TEMPLATE_FILE,
+    InitContainerTemplate,
 )
 
 
-def _at_least_one(text: str) -> int:
+def _not_negative(text: str) -> int:
     value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 (no limit) or more, got {value}")
     return value
+
+
+def _template(path: str) -> InitContainerTemplate | None:
+    try:
+        return InitContainerTemplate.load(path)
+    except (OSError, ValueError, yaml.YAMLError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def add_flags(parser: argparse.ArgumentParser) -> None:
@@ -27,13 +41,30 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "--pytorch-init-container-image",
         default=DEFAULT_INIT_CONTAINER_IMAGE,
         help="image of the init container that makes workers wait for the master; it needs "
-        "sh, seq, grep and an nc with -z (busybox, alpine)",
+        "sh, grep and an nc with -z (busybox, alpine), or nslookup under --pytorch-init-"
+        "container-check dns",
     )
     group.add_argument(
         "--pytorch-init-container-max-tries",
-        type=_at_least_one,
+        type=_not_negative,
         default=DEFAULT_INIT_CONTAINER_MAX_TRIES,
-        help="connection attempts, 2 s apart, before a worker's init container gives up",
+        help="attempts, 2 s apart, before a worker's init container gives up; 0 (the default) "
+        "waits as long as the job may (its activeDeadlineSeconds, or until it fails)",
+    )
+    group.add_argument(
+        "--pytorch-init-container-check",
+        choices=(CHECK_TCP, CHECK_DNS),
+        default=CHECK_TCP,
+        help="tcp: wait until the master's port accepts connections; dns: until its name "
+        "resolves (v1.9's check, for meshes where init containers cannot open connections)",
+    )
+    group.add_argument(
+        "--pytorch-init-container-template-file",
+        type=_template,
+        default=DEFAULT_INIT_CONTAINER_TEMPLATE_FILE,
+        help="a YAML list of init containers with {{.MasterAddr}}, {{.MasterPort}}, "
+        "{{.InitContainerImage}} and {{.MaxTries}}, used instead of the built-in one when the "
+        "file exists (as in v1.9)",
     )
 
 
@@ -44,6 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             config=config,
             init_container_image=str(settings.extras["pytorch_init_container_image"]),
             init_container_max_tries=int(settings.extras["pytorch_init_container_max_tries"]),
+            init_container_check=str(settings.extras["pytorch_init_container_check"]),
+            init_container_template=cast(
+                "InitContainerTemplate | None",
+                settings.extras["pytorch_init_container_template_file"],
+            ),
         ),
         argv=argv,
         add_flags=add_flags,

@@ -42,8 +42,10 @@ from pytorch_operator.api import (
 from pytorch_operator.env import add_env, pod_env
 from pytorch_operator.hpa import HPA, hpa_actions
 from pytorch_operator.initcontainer import (
+    CHECK_TCP,
     DEFAULT_INIT_CONTAINER_IMAGE,
     DEFAULT_INIT_CONTAINER_MAX_TRIES,
+    InitContainerTemplate,
     add_init_container,
 )
 
@@ -76,12 +78,19 @@ class PyTorchJobController(JobController):
         config: PlanConfig | None = None,
         init_container_image: str = DEFAULT_INIT_CONTAINER_IMAGE,
         init_container_max_tries: int = DEFAULT_INIT_CONTAINER_MAX_TRIES,
+        init_container_check: str = CHECK_TCP,
+        init_container_template: InitContainerTemplate | None = None,
     ) -> None:
         super().__init__(config=config)
         self.init_container_image = init_container_image
-        """Image of the Worker init container; it needs sh, seq, grep and ``nc -z``."""
+        """Image of the Worker init container; it needs sh, grep and ``nc -z`` (or nslookup)."""
         self.init_container_max_tries = init_container_max_tries
-        """Connection attempts, two seconds apart, before the init container gives up."""
+        """Attempts, two seconds apart, before the init container gives up; 0: no limit."""
+        self.init_container_check = init_container_check
+        """``tcp``: until the master's port accepts connections; ``dns``: until its name
+        resolves (v1.9's check)."""
+        self.init_container_template = init_container_template
+        """From ``--pytorch-init-container-template-file``: replaces the built-in container."""
 
     def set_defaults(self, job: JobModel[Any]) -> JobModel[Any]:
         return default_pytorchjob(cast(PyTorchJob, job))
@@ -113,6 +122,8 @@ class PyTorchJobController(JobController):
             rtype=rtype,
             image=self.init_container_image,
             max_tries=self.init_container_max_tries,
+            check=self.init_container_check,
+            file_template=self.init_container_template,
         )
 
     def extra_objects(

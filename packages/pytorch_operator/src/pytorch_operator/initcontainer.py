@@ -12,60 +12,158 @@ knows ``-z`` works: the official busybox images (the default), alpine, or one wi
 netcat-openbsd. Some distributions build busybox without ``-z`` (Debian's); the script checks
 first and exits at once with a message naming the flag to change, rather than waiting in vain.
 
-The loop gives up after ``max_tries`` attempts two seconds apart (the anchor's #1756 fix for
-workers that waited forever); the pod's restart policy then decides what happens next. The
-host, port and tries go in as environment variables so the script itself is a constant.
+By default the loop has no limit (``max_tries`` 0): a master that loads data for ten minutes
+must not fail its workers (under Never) or burn the backoff limit (under OnFailure). The job
+bounds the wait instead: its ``activeDeadlineSeconds`` fails it, and a job that fails stops its
+running pods, waiting workers included. ``--pytorch-init-container-max-tries`` N keeps v1.9's
+meaning, N attempts two seconds apart, after which the pod's restart policy decides. The host,
+port and tries go in as environment variables so the script itself is a constant.
+
+Two more of v1.9's knobs: ``--pytorch-init-container-check dns`` waits only until the master's
+name resolves, as v1.9 did (``nslookup``), for meshes where an init container cannot open TCP
+connections; and ``--pytorch-init-container-template-file`` replaces the container with one
+from a YAML list rendered from ``{{.MasterAddr}}``, ``{{.InitContainerImage}}`` and
+``{{.MaxTries}}`` (v1.9's fields; ``{{.MasterPort}}`` too), read once at start-up.
 """
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from pytorch_operator.api import PyTorchJob, PyTorchReplicaType
 from pytorch_operator.env import replica_port
 
 __all__ = [
+    "CHECK_DNS",
+    "CHECK_TCP",
     "DEFAULT_INIT_CONTAINER_IMAGE",
     "DEFAULT_INIT_CONTAINER_MAX_TRIES",
+    "DEFAULT_INIT_CONTAINER_TEMPLATE_FILE",
     "INIT_CONTAINER_NAME",
+    "WAIT_FOR_MASTER_DNS_SCRIPT",
     "WAIT_FOR_MASTER_SCRIPT",
+    "InitContainerTemplate",
     "add_init_container",
     "init_container",
 ]
 
 INIT_CONTAINER_NAME = "init-pytorch"
 DEFAULT_INIT_CONTAINER_IMAGE = "busybox:1.36"
-DEFAULT_INIT_CONTAINER_MAX_TRIES = 100
+DEFAULT_INIT_CONTAINER_MAX_TRIES = 0
+"""No limit: the job's deadline, and the stop of a failed job's pods, bound the wait."""
+DEFAULT_INIT_CONTAINER_TEMPLATE_FILE = "/etc/config/initContainer.yaml"
+"""v1.9's default path; used when the file exists, as v1.9 does."""
+CHECK_TCP = "tcp"
+CHECK_DNS = "dns"
+
+# Attempt $i of $MAX_TRIES (0: no limit); "$i/$MAX_TRIES" in messages only when limited.
+_LOOP = """\
+i=0
+while [ "$MAX_TRIES" -eq 0 ] || [ "$i" -lt "$MAX_TRIES" ]; do
+  i=$((i + 1))
+  if {check}; then
+    echo "master $MASTER_ADDR{what} {ok}"
+    exit 0
+  fi
+  if [ "$MAX_TRIES" -eq 0 ]; then n="$i"; else n="$i/$MAX_TRIES"; fi
+  echo "waiting for master $MASTER_ADDR{what} ($n)"
+  sleep 2
+done
+echo "master $MASTER_ADDR{what} not {ok_short} after $MAX_TRIES tries"
+exit 1
+"""
 
 WAIT_FOR_MASTER_SCRIPT = """\
 if nc -z -w 1 127.0.0.1 1 2>&1 | grep -q "invalid option"; then
   echo "this image's nc has no -z option; choose another --pytorch-init-container-image"
   exit 2
 fi
-for i in $(seq "$MAX_TRIES"); do
-  if nc -z -w 2 "$MASTER_ADDR" "$MASTER_PORT"; then
-    echo "master $MASTER_ADDR:$MASTER_PORT accepts connections"
-    exit 0
-  fi
-  echo "waiting for master $MASTER_ADDR:$MASTER_PORT ($i/$MAX_TRIES)"
-  sleep 2
-done
-echo "master $MASTER_ADDR:$MASTER_PORT not reachable after $MAX_TRIES tries"
-exit 1
-"""
+""" + _LOOP.format(
+    check='nc -z -w 2 "$MASTER_ADDR" "$MASTER_PORT"',
+    what=":$MASTER_PORT",
+    ok="accepts connections",
+    ok_short="reachable",
+)
+
+WAIT_FOR_MASTER_DNS_SCRIPT = _LOOP.format(
+    check='nslookup "$MASTER_ADDR" >/dev/null 2>&1',
+    what="",
+    ok="resolves",
+    ok_short="resolved",
+)
+
+_FIELD = re.compile(r"{{\s*\.(\w+)\s*}}")
+_FIELDS = ("MasterAddr", "MasterPort", "InitContainerImage", "MaxTries")
 
 
-def init_container(job: PyTorchJob, *, image: str, max_tries: int) -> dict[str, Any] | None:
+@dataclass(frozen=True, slots=True)
+class InitContainerTemplate:
+    """A ``--pytorch-init-container-template-file``: a YAML list of containers with v1.9's
+    template fields. Only plain ``{{.Field}}`` substitutions are understood; anything else is
+    refused at start-up with the reason, never at pod creation."""
+
+    text: str
+    source: str
+
+    @classmethod
+    def load(cls, path: str | Path) -> InitContainerTemplate | None:
+        """The template at ``path``; None when there is no such file (v1.9 then uses its
+        built-in container). Raises ValueError for a template that cannot work."""
+        file = Path(path)
+        if not file.is_file():
+            return None
+        template = cls(text=file.read_text(), source=str(file))
+        template.render(master_addr="job-master-0", master_port=23456, image="x", max_tries=1)
+        return template
+
+    def render(
+        self, *, master_addr: str, master_port: int, image: str, max_tries: int
+    ) -> list[dict[str, Any]]:
+        values = {
+            "MasterAddr": master_addr,
+            "MasterPort": str(master_port),
+            "InitContainerImage": image,
+            "MaxTries": str(max_tries),
+        }
+        unknown = sorted({m.group(1) for m in _FIELD.finditer(self.text)} - set(_FIELDS))
+        if unknown or "{{" in _FIELD.sub("", self.text):
+            raise ValueError(
+                f"{self.source}: only {', '.join('{{.' + f + '}}' for f in _FIELDS)} can be "
+                f"used{'; unknown: ' + ', '.join(unknown) if unknown else ''}"
+            )
+        rendered = yaml.safe_load(_FIELD.sub(lambda m: values[m.group(1)], self.text))
+        if not isinstance(rendered, list) or not all(
+            isinstance(c, dict) and c.get("name") and c.get("image") for c in rendered
+        ):
+            raise ValueError(
+                f"{self.source}: must be a YAML list of containers with names and images"
+            )
+        return rendered
+
+
+def init_container(
+    job: PyTorchJob,
+    *,
+    image: str,
+    max_tries: int,
+    check: str = CHECK_TCP,
+) -> dict[str, Any] | None:
     """The init container for the Worker pods of ``job``; None when workers wait for nobody
     (no Master: an elastic job's workers rendezvous among themselves)."""
     if PyTorchReplicaType.MASTER not in job.spec.pytorch_replica_specs:
         return None
     port = replica_port(job, PyTorchReplicaType.MASTER)
+    script = WAIT_FOR_MASTER_DNS_SCRIPT if check == CHECK_DNS else WAIT_FOR_MASTER_SCRIPT
     return {
         "name": INIT_CONTAINER_NAME,
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "command": ["sh", "-c", WAIT_FOR_MASTER_SCRIPT],
+        "command": ["sh", "-c", script],
         "env": [
             {"name": "MASTER_ADDR", "value": f"{job.name}-master-0"},
             {"name": "MASTER_PORT", "value": str(port)},
@@ -79,17 +177,33 @@ def init_container(job: PyTorchJob, *, image: str, max_tries: int) -> dict[str, 
 
 
 def add_init_container(
-    job: PyTorchJob, template: dict[str, Any], *, rtype: str, image: str, max_tries: int
+    job: PyTorchJob,
+    template: dict[str, Any],
+    *,
+    rtype: str,
+    image: str,
+    max_tries: int,
+    check: str = CHECK_TCP,
+    file_template: InitContainerTemplate | None = None,
 ) -> None:
-    """Append the init container to a Worker pod template (after the user's own, which may
-    stage data first); a template that already has one by that name keeps its own."""
+    """Append the init container (or the template file's) to a Worker pod template, after
+    the user's own, which may stage data first; containers whose names the template already
+    has are kept as the user wrote them."""
     if rtype != PyTorchReplicaType.WORKER:
         return
-    container = init_container(job, image=image, max_tries=max_tries)
-    if container is None:
+    if PyTorchReplicaType.MASTER not in job.spec.pytorch_replica_specs:
         return
+    if file_template is not None:
+        containers = file_template.render(
+            master_addr=f"{job.name}-master-0",
+            master_port=replica_port(job, PyTorchReplicaType.MASTER),
+            image=image,
+            max_tries=max_tries,
+        )
+    else:
+        built = init_container(job, image=image, max_tries=max_tries, check=check)
+        containers = [built] if built is not None else []
     spec = template.setdefault("spec", {})
     current = spec.setdefault("initContainers", [])
-    if any(isinstance(c, dict) and c.get("name") == INIT_CONTAINER_NAME for c in current):
-        return
-    current.append(container)
+    names = {c.get("name") for c in current if isinstance(c, dict)}
+    current.extend(c for c in containers if c.get("name") not in names)
