@@ -42,6 +42,9 @@ async def test_horovod_seed_succeeds_and_cleans_up_workers(
         succeeded = condition(done, "Succeeded")
         assert succeeded is not None and succeeded["reason"] == "MPIJobSucceeded"
         assert status["replicaStatuses"]["Launcher"] == {"active": 0, "succeeded": 1, "failed": 0}
+        # As mpi-operator v0.8: once the launcher is done the workers count nowhere (they
+        # never exited, so not succeeded; they are being deleted, so not active).
+        assert status["replicaStatuses"]["Worker"] == {"active": 0, "succeeded": 0, "failed": 0}
         launcher = await kube.get(JOBS, f"{name}-launcher", namespace=ns)
         assert status["completionTime"] == launcher["status"]["completionTime"]
         # cleanPodPolicy Running: the sshd workers go; the launcher Job and its pod stay.
@@ -52,6 +55,12 @@ async def test_horovod_seed_succeeds_and_cleans_up_workers(
             label_selector="training.kubeflow.org/job-role=worker",
             until=lambda items: not items,
         )
+        settled = await kube.get(MPIJOBS, name, namespace=ns)
+        assert settled["status"]["replicaStatuses"]["Worker"] == {
+            "active": 0,
+            "succeeded": 0,
+            "failed": 0,
+        }
         labels = {"job_namespace": ns, "framework": "mpi"}
         assert op.counter("training_operator_jobs_created_total", **labels) == 1
         assert await op.settled_counter("training_operator_jobs_successful_total", 1, **labels) == 1

@@ -8,6 +8,7 @@ import pytest
 
 from jobcontroller.core import (
     NOT_TERMINATED_EXIT_CODE,
+    abnormal_pod_events,
     count_replica_status,
     exit_code_of,
     group_by_index,
@@ -132,3 +133,63 @@ def test_restart_count_sums_the_training_containers_only() -> None:
     assert restart_count(p) == 3
     p["status"]["phase"] = "Succeeded"
     assert restart_count(p) == 0
+
+
+def test_abnormal_active_pods_are_worded_as_v1_9_records_them() -> None:
+    pull = pod("worker", 0, "Pending")
+    pull["status"]["containerStatuses"] = [
+        {
+            "name": "tensorflow",
+            "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling"}},
+        }
+    ]
+    crashed = pod("worker", 1, "Running")
+    crashed["status"]["containerStatuses"] = [
+        {
+            "name": "tensorflow",
+            "state": {"terminated": {"reason": "Error", "exitCode": 3, "message": "boom"}},
+        }
+    ]
+    unschedulable = pod("worker", 2, "Pending")
+    unschedulable["status"]["conditions"] = [
+        {"type": "Initialized", "status": "True", "lastTransitionTime": "2024-01-01T00:00:00Z"},
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/3 nodes are available",
+            "lastTransitionTime": "2024-01-01T00:00:05Z",
+        },
+    ]
+    init_waiting = pod("worker", 3, "Pending")
+    init_waiting["status"]["initContainerStatuses"] = [
+        {"name": "init-pytorch", "state": {"waiting": {"reason": "ErrImagePull", "message": "x"}}}
+    ]
+    healthy = pod("worker", 4, "Running")
+    healthy["status"]["containerStatuses"] = [{"name": "tensorflow", "state": {"running": {}}}]
+    finished = pod("worker", 5, "Failed")
+    finished["status"]["containerStatuses"] = crashed["status"]["containerStatuses"]
+
+    events = abnormal_pod_events([pull, crashed, unschedulable, init_waiting, healthy, finished])
+    assert [(e.type, e.reason, e.message) for e in events] == [
+        (
+            "Warning",
+            "ImagePullBackOff",
+            "Error pod j-worker-0 container tensorflow waiting message: Back-off pulling",
+        ),
+        (
+            "Warning",
+            "Error",
+            "Error pod j-worker-1 container tensorflow exitCode: 3 terminated message: boom",
+        ),
+        (
+            "Warning",
+            "Unschedulable",
+            "Error pod j-worker-2 condition message: 0/3 nodes are available",
+        ),
+        (
+            "Warning",
+            "ErrImagePull",
+            "Error pod j-worker-3 container init-pytorch waiting message: x",
+        ),
+    ]

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
-from plan_fixtures import DemoFramework, FakeCluster, new_job, reasons, running_job, template
+from plan_fixtures import (
+    NOW,
+    DemoFramework,
+    FakeCluster,
+    new_job,
+    reasons,
+    running_job,
+    template,
+)
 
 from jobcontroller.core import CreateObject, DeleteObject, PatchObject, Plan, PlanConfig
 
@@ -48,8 +57,12 @@ def test_volcano_holds_pods_until_the_group_is_admitted() -> None:
     assert first.requeue_after is None
     assert first.status is not None and first.status.condition("Created") is not None
     assert fw.status_calls == 0
+    # As v1.9, the hold stamps lastReconcileTime; once, not on every pass.
+    assert first.status.last_reconcile_time == NOW
     cluster.get("PodGroup", "demo")["status"] = {"phase": "Pending"}
-    assert cluster.plan(fw, config=VOLCANO).actions == ()
+    held = cluster.plan(fw, config=VOLCANO, now=NOW + dt.timedelta(seconds=30))
+    assert held.actions == ()
+    assert held.status is not None and held.status.last_reconcile_time == NOW
     cluster.get("PodGroup", "demo")["status"] = {"phase": "Inqueue"}
     pods = created(cluster.plan(fw, config=VOLCANO), "Pod")
     assert len(pods) == 3

@@ -30,6 +30,7 @@ from jobcontroller import (
     CreateObject,
     DeleteObject,
     Event,
+    GangFlavor,
     JobController,
     LifecycleWords,
     Obj,
@@ -48,6 +49,7 @@ from jobcontroller.api import (
     JobConditionType,
     JobModel,
     JobStatus,
+    ReplicaStatus,
 )
 from mpi_operator.api import (
     LauncherCreationPolicy,
@@ -139,7 +141,14 @@ class MPIJobController(JobController):
             resumed="MPIJob resumed",
             created_event=True,
             running_false_when_suspended=True,
+            abnormal_pod_events=False,
         )
+
+    def gang_flavor(self, job: JobModel[Any]) -> GangFlavor:
+        """mpi-operator's PodGroup: the queue from ``scheduling.volcano.sh/queue-name`` (the
+        scheduling policy's wins), the priority class from the launcher's or the workers'
+        template, and the scheduler name forced on every pod."""
+        return GangFlavor.mpi_operator()
 
     def replica_index_offset(self, job: JobModel[Any], rtype: str) -> int:
         # A launcher that also works is index 0 of the hosts, so workers count from 1.
@@ -163,6 +172,10 @@ class MPIJobController(JobController):
         mpijob = cast(MPIJob, job)
         owned = _Owned.of(mpijob, observed)
         launcher = owned.launcher
+        if launcher is not None and job_finished(launcher):
+            # mpi-operator v0.8 stops counting workers once the launcher is done: it reports
+            # them as zero, not as succeeded (they never exit) nor active (they are deleted).
+            status.replica_statuses[MPIReplicaType.WORKER] = ReplicaStatus()
         if is_finished(status):
             return _stop_launcher_on_cleanup(mpijob, launcher), []
         actions: list[Action] = []

@@ -24,6 +24,7 @@ from jobcontroller import (
     REASON_SUCCEEDED,
     REPLICA_INDEX_LABEL,
     Event,
+    GangFlavor,
     Obj,
     PlanConfig,
     decorate_template,
@@ -144,7 +145,13 @@ def launcher_template(job: MPIJob, *, config: PlanConfig) -> BuiltLauncher:
         labels[REPLICA_INDEX_LABEL] = "0"  # workers start at 1 (Kueue's TAS needs an index)
     metadata["labels"] = labels
     if gang_enabled(config):
-        decorate_template(template, job_name=job.name, rtype=MPIReplicaType.LAUNCHER, config=config)
+        decorate_template(
+            template,
+            job_name=job.name,
+            rtype=MPIReplicaType.LAUNCHER,
+            config=config,
+            flavor=GangFlavor.mpi_operator(),
+        )
     _host_wiring(spec, job=job, hostname=launcher_name(job))
     container = spec["containers"][0]
     container["env"] = [*(container.get("env") or []), *launcher_env(job)]

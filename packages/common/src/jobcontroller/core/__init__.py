@@ -41,6 +41,7 @@ from jobcontroller.core.names import (
 from jobcontroller.core.planner import plan
 from jobcontroller.core.replicas import (
     NOT_TERMINATED_EXIT_CODE,
+    abnormal_pod_events,
     count_replica_status,
     exit_code_of,
     group_by_index,
@@ -63,6 +64,7 @@ from jobcontroller.core.types import (
     DeleteObject,
     Event,
     Framework,
+    GangFlavor,
     JobMetric,
     LifecycleWords,
     Obj,
@@ -102,6 +104,7 @@ __all__ = [
     "DeleteObject",
     "Event",
     "Framework",
+    "GangFlavor",
     "JobMetric",
     "LifecycleWords",
     "Obj",
@@ -110,6 +113,7 @@ __all__ = [
     "Plan",
     "PlanConfig",
     "ReplicaPods",
+    "abnormal_pod_events",
     "count_replica_status",
     "exit_code_of",
     "expectation_key",

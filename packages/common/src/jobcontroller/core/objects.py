@@ -16,7 +16,15 @@ from jobcontroller.core.names import (
 )
 from jobcontroller.core.podgroup import decorate_template, gang_enabled
 from jobcontroller.core.restart import pod_restart_policy
-from jobcontroller.core.types import POD, SERVICE, Framework, Obj, PlanConfig, index_offset
+from jobcontroller.core.types import (
+    POD,
+    SERVICE,
+    Framework,
+    Obj,
+    PlanConfig,
+    gang_flavor,
+    index_offset,
+)
 
 __all__ = ["BuiltPod", "build_pod", "build_service", "service_ports"]
 
@@ -70,7 +78,11 @@ def build_pod(
     foreign_scheduler = False
     if gang_enabled(config):
         foreign_scheduler = decorate_template(
-            template, job_name=job.name, rtype=rtype, config=config
+            template,
+            job_name=job.name,
+            rtype=rtype,
+            config=config,
+            flavor=gang_flavor(fw, job),
         )
 
     metadata = template["metadata"]

@@ -60,6 +60,7 @@ from jobcontroller.core.podgroup import (
 )
 from jobcontroller.core.replicas import (
     PHASE_FAILED,
+    abnormal_pod_events,
     count_replica_status,
     exit_code_of,
     finished_at,
@@ -91,6 +92,7 @@ from jobcontroller.core.types import (
     Plan,
     PlanConfig,
     ReplicaPods,
+    gang_flavor,
     index_offset,
     run_policy_delegated,
 )
@@ -265,6 +267,8 @@ def _plan_live(ctx: PlanContext) -> None:
     previous = {rtype: ctx.status.replica_statuses.get(rtype) for rtype in rtypes}
     for rtype in rtypes:
         _count(ctx, rtype, current[rtype])
+    if fw.lifecycle_words(job).abnormal_pod_events:
+        ctx.events.extend(abnormal_pod_events(ctx.observed.pods))
     _exited_events(ctx, current, previous)
 
     ledger = RestartLedger.from_annotations(job.annotations)
@@ -277,7 +281,12 @@ def _plan_live(ctx: PlanContext) -> None:
         plan_finished(ctx)
         return
     if not _sync_pod_group(ctx):
-        # Held back by gang scheduling: the anchor skips its status rule here too.
+        # Held back by gang scheduling: the anchor skips its status rule here too, and stamps
+        # lastReconcileTime. It stamps it on every pass, a status write that wakes the job
+        # again, in a loop while the group waits; we stamp it when the hold begins (the
+        # PodGroup's informer wakes the job once the group is admitted).
+        if ctx.status.last_reconcile_time is None:
+            ctx.status.last_reconcile_time = ctx.now
         sync_conflict_condition(ctx)
         return
     for rtype in rtypes:
@@ -509,12 +518,16 @@ def _sync_pod_group(ctx: PlanContext) -> bool:
     )
     if existing is None:
         if ctx.claimable(POD_GROUP, job.name):
-            body = desired_pod_group(job, config=ctx.config, existing=None)
+            body = desired_pod_group(
+                job, config=ctx.config, existing=None, flavor=gang_flavor(ctx.fw, job)
+            )
             ctx.actions.append(CreateObject(kind=POD_GROUP, body=body))
         elif ctx.conflicts and ctx.conflicts[-1] == (POD_GROUP, job.name):
             return False
     elif not is_terminating(existing):
-        desired = desired_pod_group(job, config=ctx.config, existing=existing)
+        desired = desired_pod_group(
+            job, config=ctx.config, existing=existing, flavor=gang_flavor(ctx.fw, job)
+        )
         patch = pod_group_patch(desired=desired, existing=existing)
         if patch is not None:
             ctx.actions.append(

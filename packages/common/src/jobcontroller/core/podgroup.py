@@ -13,7 +13,7 @@ from typing import Any
 from jobcontroller.api.common import JobModel, ReplicaSpec
 from jobcontroller.core.names import JOB_NAME_LABEL, owner_reference
 from jobcontroller.core.quantity import ResourceSum
-from jobcontroller.core.types import POD_GROUP, Obj, PlanConfig
+from jobcontroller.core.types import POD_GROUP, GangFlavor, Obj, PlanConfig
 
 __all__ = [
     "SCHEDULER_PLUGINS_API_VERSION",
@@ -97,8 +97,15 @@ def min_resources(
     return total.as_dict()
 
 
-def desired_pod_group(job: JobModel[Any], *, config: PlanConfig, existing: Obj | None) -> Obj:
+def desired_pod_group(
+    job: JobModel[Any],
+    *,
+    config: PlanConfig,
+    existing: Obj | None,
+    flavor: GangFlavor | None = None,
+) -> Obj:
     """The complete PodGroup the job should have (spec only is compared later)."""
+    flavor = flavor or GangFlavor()
     policy = job.run_policy.scheduling_policy
     members = min_member(job)
     resources: dict[str, Any]
@@ -109,7 +116,9 @@ def desired_pod_group(job: JobModel[Any], *, config: PlanConfig, existing: Obj |
     spec: dict[str, Any] = {"minMember": members}
     if is_volcano(config):
         api_version = VOLCANO_API_VERSION
-        queue = VOLCANO_DEFAULT_QUEUE
+        queue = flavor.default_queue
+        if flavor.queue_annotation and job.annotations.get(flavor.queue_annotation):
+            queue = job.annotations[flavor.queue_annotation]
         if policy is not None and policy.queue:
             queue = policy.queue
         # A queue already on the group wins: Volcano does not move admitted groups between
@@ -117,9 +126,11 @@ def desired_pod_group(job: JobModel[Any], *, config: PlanConfig, existing: Obj |
         existing_queue = ((existing or {}).get("spec") or {}).get("queue")
         if existing_queue:
             queue = str(existing_queue)
-        spec["queue"] = queue
-        if policy is not None and policy.priority_class:
-            spec["priorityClassName"] = policy.priority_class
+        if queue:
+            spec["queue"] = queue
+        priority = _priority_class(job, flavor)
+        if priority:
+            spec["priorityClassName"] = priority
     else:
         api_version = SCHEDULER_PLUGINS_API_VERSION
         if policy is not None and policy.schedule_timeout_seconds is not None:
@@ -137,6 +148,20 @@ def desired_pod_group(job: JobModel[Any], *, config: PlanConfig, existing: Obj |
     if job.annotations:
         metadata["annotations"] = job.annotations
     return {"apiVersion": api_version, "kind": POD_GROUP, "metadata": metadata, "spec": spec}
+
+
+def _priority_class(job: JobModel[Any], flavor: GangFlavor) -> str:
+    """The scheduling policy's priority class, else (mpi-operator) the first template's."""
+    policy = job.run_policy.scheduling_policy
+    if policy is not None and policy.priority_class:
+        return policy.priority_class
+    specs = job.replica_specs()
+    for rtype in flavor.priority_from_templates:
+        spec = specs.get(rtype)
+        name = (spec.template.get("spec") or {}).get("priorityClassName") if spec else None
+        if name:
+            return str(name)
+    return ""
 
 
 def pod_group_patch(*, desired: Obj, existing: Obj) -> Obj | None:
@@ -174,22 +199,31 @@ def delays_pod_creation(*, config: PlanConfig, pod_group: Obj | None) -> bool:
     return str((pod_group.get("status") or {}).get("phase") or "") in _NOT_ADMITTED
 
 
-def decorate_template(template: Obj, *, job_name: str, rtype: str, config: PlanConfig) -> bool:
+def decorate_template(
+    template: Obj,
+    *,
+    job_name: str,
+    rtype: str,
+    config: PlanConfig,
+    flavor: GangFlavor | None = None,
+) -> bool:
     """Make a pod template join the job's gang (in place).
 
-    A scheduler name set by the user is kept; returns True in that case so the caller can
-    warn that the pod may not be gang-scheduled.
+    A scheduler name set by the user is kept (unless the flavor forces ours); returns True
+    when another scheduler was named, so the caller can warn.
     """
+    flavor = flavor or GangFlavor()
     spec = template.setdefault("spec", {})
     metadata = template.setdefault("metadata", {})
     own_scheduler = VOLCANO if is_volcano(config) else config.gang_scheduler_name
     foreign = bool(spec.get("schedulerName")) and spec.get("schedulerName") != own_scheduler
-    if not spec.get("schedulerName"):
+    if not spec.get("schedulerName") or flavor.force_scheduler_name:
         spec["schedulerName"] = own_scheduler
     if is_volcano(config):
         annotations = metadata.get("annotations") or {}
         annotations[VOLCANO_GROUP_ANNOTATION] = job_name
-        annotations[VOLCANO_TASK_SPEC_ANNOTATION] = rtype.lower()
+        if flavor.task_spec_annotation:
+            annotations[VOLCANO_TASK_SPEC_ANNOTATION] = rtype.lower()
         metadata["annotations"] = annotations
     else:
         labels = metadata.get("labels") or {}

@@ -11,7 +11,7 @@ from typing import Any
 
 from jobcontroller.api.common import ReplicaStatus
 from jobcontroller.core.names import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
-from jobcontroller.core.types import Obj, ReplicaPods
+from jobcontroller.core.types import Event, Obj, ReplicaPods
 
 __all__ = [
     "NOT_TERMINATED_EXIT_CODE",
@@ -19,6 +19,7 @@ __all__ = [
     "PHASE_PENDING",
     "PHASE_RUNNING",
     "PHASE_SUCCEEDED",
+    "abnormal_pod_events",
     "count_replica_status",
     "exit_code_of",
     "finished_at",
@@ -197,3 +198,64 @@ def restart_count(pod: Obj) -> int:
             except (TypeError, ValueError):
                 continue
     return total
+
+
+def abnormal_pod_events(pods: Iterable[Obj]) -> list[Event]:
+    """Warnings about active pods in trouble, as v1.9's ``RecordAbnormalPods`` words them.
+
+    For each pod not finished and not terminating: a container that terminated with a
+    non-zero code, or waits with a message (ImagePullBackOff, CrashLoopBackOff); or, before
+    any container has a status, an init container in that state; or, before that, a newest
+    pod condition that is not True (Unschedulable). Identical events are aggregated by the
+    recorder, so a pod stuck for an hour is one event with a count, not a stream.
+    """
+    events: list[Event] = []
+    for pod in pods:
+        if phase(pod) in (PHASE_SUCCEEDED, PHASE_FAILED) or is_terminating(pod):
+            continue
+        name = str((pod.get("metadata") or {}).get("name") or "")
+        status = pod.get("status") or {}
+        statuses = status.get("containerStatuses") or status.get("initContainerStatuses") or []
+        if statuses:
+            for container in statuses:
+                events += _container_events(name, container)
+            continue
+        conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+        if not conditions:
+            continue
+        newest = max(conditions, key=lambda c: str(c.get("lastTransitionTime") or ""))
+        if newest.get("status") != "True":
+            events.append(
+                Event(
+                    "Warning",
+                    str(newest.get("reason") or "PodConditionFalse"),
+                    f"Error pod {name} condition message: {newest.get('message') or ''}",
+                )
+            )
+    return events
+
+
+def _container_events(pod: str, container: Obj) -> list[Event]:
+    state = container.get("state") or {}
+    name = container.get("name")
+    events: list[Event] = []
+    terminated = state.get("terminated") or {}
+    if terminated and terminated.get("exitCode", 0) != 0:
+        events.append(
+            Event(
+                "Warning",
+                str(terminated.get("reason") or "Error"),
+                f"Error pod {pod} container {name} exitCode: {terminated.get('exitCode')} "
+                f"terminated message: {terminated.get('message') or ''}",
+            )
+        )
+    waiting = state.get("waiting") or {}
+    if waiting.get("message"):
+        events.append(
+            Event(
+                "Warning",
+                str(waiting.get("reason") or "Waiting"),
+                f"Error pod {pod} container {name} waiting message: {waiting['message']}",
+            )
+        )
+    return events

@@ -191,6 +191,9 @@ class LifecycleWords:
     """Record a Normal ``<Kind>Created`` event with the Created condition."""
     running_false_when_suspended: bool = False
     """Set Running=False on suspension even when the job never ran (mpi-operator does)."""
+    abnormal_pod_events: bool = True
+    """Warn about active pods in trouble (v1.9's ``RecordAbnormalPods``; mpi-operator does
+    not)."""
 
     @classmethod
     def training_operator(cls, kind: str, name: str) -> LifecycleWords:
@@ -200,6 +203,43 @@ class LifecycleWords:
             running_suspended=f"{kind} {name} is suspended.",
             resumed=f"{kind} {name} is resumed.",
         )
+
+
+@dataclass(frozen=True, slots=True)
+class GangFlavor:
+    """How a framework's anchor builds its Volcano PodGroup and joins its pods to it.
+
+    The training-operator's way by default; mpi-operator's is :meth:`mpi_operator`.
+    """
+
+    default_queue: str | None = "default"
+    """The queue when nothing names one (mpi-operator leaves it to Volcano: None)."""
+    queue_annotation: str | None = None
+    """A job annotation naming the queue when the scheduling policy does not."""
+    priority_from_templates: tuple[str, ...] = ()
+    """Replica types whose template's ``priorityClassName`` is the group's, in this order,
+    when the scheduling policy names none."""
+    force_scheduler_name: bool = False
+    """Overwrite a scheduler name the user set on a template (mpi-operator does; the
+    training-operator keeps it and warns)."""
+    task_spec_annotation: bool = True
+    """Annotate pods with ``volcano.sh/task-spec`` (the training-operator does)."""
+
+    @classmethod
+    def mpi_operator(cls) -> GangFlavor:
+        return cls(
+            default_queue=None,
+            queue_annotation="scheduling.volcano.sh/queue-name",
+            priority_from_templates=("Launcher", "Worker"),
+            force_scheduler_name=True,
+            task_spec_annotation=False,
+        )
+
+
+def gang_flavor(fw: Framework, job: JobModel[Any]) -> GangFlavor:
+    """``fw.gang_flavor``; the training-operator's for frameworks without that hook."""
+    hook = getattr(fw, "gang_flavor", None)
+    return hook(job) if hook is not None else GangFlavor()
 
 
 @dataclass(frozen=True, slots=True)
