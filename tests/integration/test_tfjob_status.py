@@ -12,6 +12,7 @@ from tfjobs import (
     replica,
     replica_status,
     tfjob,
+    wait_event,
     wait_job,
     wait_pods,
 )
@@ -141,3 +142,20 @@ async def test_a_failed_worker_fails_the_job(
         assert replica_status(done, "PS") == {"active": 1, "succeeded": 0, "failed": 0}
         labels = {"job_namespace": ns, "framework": "tensorflow"}
         assert await op.settled_counter("training_operator_jobs_failed_total", 1, **labels) == 1
+
+
+async def test_a_pod_the_scheduler_cannot_place_is_reported_on_the_job(
+    kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str
+) -> None:
+    """v1.9's RecordAbnormalPods: the real scheduler marks the pod Unschedulable, and the job
+    gets a Warning that names the pod and carries the scheduler's message."""
+    ns = namespace
+    worker = replica(1)
+    worker["template"]["spec"]["nodeSelector"] = {"tfjob-test/never": "true"}
+    async with running(kubeconfig, TFJobController()):
+        await kube.create(TFJOBS, tfjob("stuck", {"Worker": worker}), namespace=ns)
+        event = await wait_event(kube, ns, "Unschedulable")
+        assert event["type"] == "Warning"
+        assert event["involvedObject"]["kind"] == "TFJob"
+        assert event["message"].startswith("Error pod stuck-worker-0 condition message: 0/")
+        assert "node(s) didn't match" in event["message"]
