@@ -114,7 +114,8 @@ async def test_crds_are_established_with_their_names(
         "mpijobs.kubeflow.org",
     }
     assert accepted["mpijobs.kubeflow.org"]["shortNames"] == ["mpij"]
-    assert accepted["tfjobs.kubeflow.org"]["categories"] == ["all", "kubeflow"]
+    # Not in "all": `kubectl delete all --all` must not delete training jobs (issue 12).
+    assert all(names["categories"] == ["kubeflow"] for names in accepted.values()), accepted
 
 
 @pytest.mark.parametrize(

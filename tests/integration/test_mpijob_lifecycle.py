@@ -16,7 +16,7 @@ from mpijob_fixtures import (
     worker_pods,
 )
 
-from jobcontroller.runtime.kube import JOBS, PODS, KubeApi
+from jobcontroller.runtime.kube import EVENTS, JOBS, PODS, KubeApi
 from jobcontroller.testing.operator import running
 from jobcontroller.testing.pods import set_pod_status
 from jobcontroller.testing.waiting import wait_for, wait_for_list
@@ -65,6 +65,11 @@ async def test_horovod_seed_succeeds_and_cleans_up_workers(
         assert op.counter("training_operator_jobs_created_total", **labels) == 1
         assert await op.settled_counter("training_operator_jobs_successful_total", 1, **labels) == 1
         await wait_for_event(kube, ns, "MPIJobSucceeded")
+        events, _ = await kube.list(EVENTS, namespace=ns)
+        # mpi-operator v0.8's recorder name, as `kubectl describe` shows it under From.
+        assert {e["source"]["component"] for e in events if e["reason"] == "MPIJobSucceeded"} == {
+            "mpi-job-controller"
+        }
 
 
 async def test_launcher_failures_up_to_backoff_limit_fail_the_job(

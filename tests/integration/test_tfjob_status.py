@@ -157,5 +157,6 @@ async def test_a_pod_the_scheduler_cannot_place_is_reported_on_the_job(
         event = await wait_event(kube, ns, "Unschedulable")
         assert event["type"] == "Warning"
         assert event["involvedObject"]["kind"] == "TFJob"
+        assert event["source"]["component"] == "tfjob-controller"  # v1.9's recorder name
         assert event["message"].startswith("Error pod stuck-worker-0 condition message: 0/")
         assert "node(s) didn't match" in event["message"]

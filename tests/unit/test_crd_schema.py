@@ -79,7 +79,7 @@ def test_crd_metadata(plural: str) -> None:
     assert crd["metadata"]["name"] == f"{plural}.kubeflow.org"
     names = crd["spec"]["names"]
     assert names["plural"] == plural
-    assert names["categories"] == ["all", "kubeflow"]
+    assert names["categories"] == ["kubeflow"]
     version = crd["spec"]["versions"][0]
     assert version["served"] and version["storage"]
     assert version["subresources"]["status"] == {}

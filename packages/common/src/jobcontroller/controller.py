@@ -143,6 +143,9 @@ class JobController:
     """Metrics label: tensorflow, pytorch, mpi."""
     controller_name: ClassVar[str]
     """The operator-name label value and the work queue's name: tfjob-controller, ..."""
+    event_component: ClassVar[str | None] = None
+    """The Events' source (``From:`` in ``kubectl describe``): the anchor's event recorder
+    name; None means ``controller_name``."""
     owned_resources: ClassVar[Mapping[str, Resource]] = {}
     """Kinds besides Pod, Service and PodGroup the framework creates (kind -> Resource)."""
 
@@ -778,7 +781,13 @@ class JobController:
 
     def _record(self, job: Obj, event: Event) -> None:
         if self._events is not None:
-            self._events.record(job, type=event.type, reason=event.reason, message=event.message)
+            self._events.record(
+                job,
+                type=event.type,
+                reason=event.reason,
+                message=event.message,
+                component=self.event_component or self.controller_name,
+            )
 
     def _warn(self, job: Obj, reason: str, message: str) -> None:
         self._record(job, Event("Warning", reason, message))

@@ -108,6 +108,7 @@ class MPIJobController(JobController):
     model = MPIJob
     framework_name = "mpi"
     controller_name = OPERATOR_NAME
+    event_component = "mpi-job-controller"  # mpi-operator v0.8's controllerAgentName
     owned_resources = {CONFIG_MAP: CONFIGMAPS, SECRET: SECRETS, JOB: JOBS}
 
     # ------------------------------------------------------------------ base hooks

@@ -329,7 +329,7 @@ def _root_schema(model: type[JobModel[Any]]) -> dict[str, Any]:
 def build_crd(
     model: type[JobModel[Any]],
     *,
-    categories: Sequence[str] = ("all", "kubeflow"),
+    categories: Sequence[str] = ("kubeflow",),
     scale: ScaleSubresource | None = None,
 ) -> dict[str, Any]:
     """A complete apiextensions.k8s.io/v1 CRD for one job kind (one served, stored version)."""

@@ -298,15 +298,30 @@ class EventRecorder:
 
     # -- recording ---------------------------------------------------------------------------
 
-    def record(self, obj: Mapping[str, Any], *, type: EventType, reason: str, message: str) -> None:
-        """Queue an Event about ``obj`` (a dict with apiVersion, kind, metadata). Never raises."""
+    def record(
+        self,
+        obj: Mapping[str, Any],
+        *,
+        type: EventType,
+        reason: str,
+        message: str,
+        component: str | None = None,
+    ) -> None:
+        """Queue an Event about ``obj`` (a dict with apiVersion, kind, metadata), reported by
+        ``component`` (default: the recorder's). Never raises."""
         try:
-            self._record(obj, type=type, reason=reason, message=message)
+            self._record(obj, type=type, reason=reason, message=message, component=component)
         except Exception:
             log.exception("failed to record event", reason=reason, event_message=message)
 
     def _record(
-        self, obj: Mapping[str, Any], *, type: EventType, reason: str, message: str
+        self,
+        obj: Mapping[str, Any],
+        *,
+        type: EventType,
+        reason: str,
+        message: str,
+        component: str | None,
     ) -> None:
         if self._closing:
             self._dropped += 1
@@ -341,7 +356,14 @@ class EventRecorder:
             self._dropped += 1
             log.warning("event buffer full; event dropped", reason=reason, object=ref["name"])
             return
-        body = self._body(ref, observed, type=type, reason=reason, last=_timestamp(wall))
+        body = self._body(
+            ref,
+            observed,
+            type=type,
+            reason=reason,
+            last=_timestamp(wall),
+            component=component or self.component,
+        )
         # A newer count replaces an unsent older write; a still-unsent CREATE stays a CREATE.
         self._pending[key] = _Pending(body=body, new=observed.new or bool(pending and pending.new))
         self._idle.clear()
@@ -356,6 +378,7 @@ class EventRecorder:
         type: EventType,
         reason: str,
         last: str,
+        component: str,
     ) -> dict[str, Any]:
         return {
             "apiVersion": "v1",
@@ -365,8 +388,8 @@ class EventRecorder:
             "type": type,
             "reason": reason,
             "message": observed.message,
-            "source": {"component": self.component},
-            "reportingComponent": self.component,
+            "source": {"component": component},
+            "reportingComponent": component,
             "reportingInstance": self._host[:128],
             "firstTimestamp": observed.first_timestamp,
             "lastTimestamp": last,
