@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -140,3 +142,60 @@ def test_help_lists_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "--leader-election-id" in out and "(default: op)" in out
+
+
+@pytest.mark.parametrize(
+    "main",
+    ["tf_operator.__main__", "pytorch_operator.__main__", "mpi_operator.__main__"],
+)
+def test_every_flag_has_help_and_no_empty_or_doubled_default(
+    main: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    module = importlib.import_module(main)
+    with pytest.raises(SystemExit) as exc:
+        module.main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert "(default: )" not in out and "(default: None)" not in out, out
+    assert "(default: False)" not in out
+    # Each flag line is followed by its help: no flag stands alone.
+    parser = flags.build_parser(name="op")
+    for action in parser._actions:
+        assert action.help, action.option_strings
+    # One default per flag, never two that disagree.
+    for block in re.split(r"\n  -", out):
+        assert block.count("default") <= 1 or "(default:" not in block, block
+
+
+def test_version_names_the_operator_and_the_base(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse_settings(name="tf-operator", argv=["--version"], environ={})
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert re.fullmatch(r"tf-operator \S+ \(jobcontroller \S+\)\n", out), out
+
+
+def test_training_operator_bind_address_flags_are_accepted() -> None:
+    """An existing training-operator Deployment's args keep working."""
+    s = parse_settings(
+        name="op",
+        argv=["--metrics-bind-address=:9443", "--health-probe-bind-address", ":9444"],
+        environ={},
+    )
+    assert (s.bind_address, s.metrics_port, s.health_port) == ("0.0.0.0", 9443, 9444)
+    s = parse_settings(name="op", argv=["--metrics-bind-address=127.0.0.1:8080"], environ={})
+    assert (s.bind_address, s.metrics_port) == ("127.0.0.1", 8080)
+    assert "metrics_bind_address" not in s.extras
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--metrics-bind-address=8080"],
+        ["--metrics-bind-address=10.0.0.1:1", "--health-probe-bind-address=10.0.0.2:2"],
+    ],
+)
+def test_bad_bind_addresses_are_refused(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse_settings(name="op", argv=argv, environ={})
+    assert exc.value.code == 2

@@ -11,6 +11,7 @@ A framework adds its own flags through the ``add_flags`` hook; their values land
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -121,13 +122,15 @@ def build_parser(
         prog=name,
         usage=f"{name} [run] [options]",
         description=f"Run the {name} Kubernetes operator.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=version_string(name))
     api = parser.add_argument_group("API access")
     api.add_argument(
         "--kubeconfig",
         default=d.kubeconfig,
-        help="path of a kubeconfig (none: in-cluster config, else $KUBECONFIG or ~/.kube/config)",
+        help="path of a kubeconfig (default: the in-cluster config in a pod, else "
+        "$KUBECONFIG, else ~/.kube/config)",
     )
     api.add_argument("--kube-api-qps", type=float, default=d.kube_api_qps, help="client QPS")
     api.add_argument("--kube-api-burst", type=int, default=d.kube_api_burst, help="client burst")
@@ -136,7 +139,7 @@ def build_parser(
     ctl.add_argument(
         "--namespace",
         default=d.namespace,
-        help="namespace to watch; empty means all (default from $KUBEFLOW_NAMESPACE)",
+        help="namespace to watch; empty means all (default: $KUBEFLOW_NAMESPACE, else all)",
     )
     ctl.add_argument(
         "--workers",
@@ -161,6 +164,21 @@ def build_parser(
     srv.add_argument(
         "--health-port", type=_port, default=d.health_port, help="/healthz and /readyz port"
     )
+    # The training-operator's spellings, so an existing Deployment's args work: "[host]:port".
+    srv.add_argument(
+        "--metrics-bind-address",
+        type=_host_port,
+        default=None,
+        help="[host]:port of /metrics (the training-operator's flag; sets --metrics-port and, "
+        "with a host, --bind-address)",
+    )
+    srv.add_argument(
+        "--health-probe-bind-address",
+        type=_host_port,
+        default=None,
+        help="[host]:port of /healthz and /readyz (the training-operator's flag; sets "
+        "--health-port and, with a host, --bind-address)",
+    )
 
     le = parser.add_argument_group("leader election")
     le.add_argument(
@@ -169,31 +187,43 @@ def build_parser(
     le.add_argument(
         "--leader-election-namespace",
         default=d.leader_election_namespace,
-        help="namespace of the Lease (default: the pod's own, else kubeflow)",
+        help=f"namespace of the Lease (default: the pod's own, else kubeflow; here "
+        f"{d.leader_election_namespace})",
     )
     le.add_argument("--leader-election-id", default=d.leader_election_id, help="Lease name")
     le.add_argument(
         "--leader-election-lease-duration",
         type=_positive_float,
         default=d.leader_election_lease_duration,
-        help="seconds",
+        help="seconds a Lease holds without renewal",
     )
     le.add_argument(
         "--leader-election-renew-deadline",
         type=_positive_float,
         default=d.leader_election_renew_deadline,
-        help="seconds",
+        help="seconds the leader keeps trying to renew before it gives up leading",
     )
     le.add_argument(
         "--leader-election-retry-period",
         type=_positive_float,
         default=d.leader_election_retry_period,
-        help="seconds",
+        help="seconds between attempts to acquire or renew the Lease",
     )
 
     log = parser.add_argument_group("logging")
-    log.add_argument("--log-format", choices=["json", "console"], default=d.log_format)
-    log.add_argument("--log-level", choices=LOG_LEVELS, type=str.lower, default=d.log_level)
+    log.add_argument(
+        "--log-format",
+        choices=["json", "console"],
+        default=d.log_format,
+        help="json: one object per line for log stacks; console: for people",
+    )
+    log.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        type=str.lower,
+        default=d.log_level,
+        help="the least severe level written",
+    )
 
     if add_flags is not None:
         add_flags(parser)
@@ -218,6 +248,7 @@ def parse_settings(
         name=name, add_flags=add_flags, defaults=default_settings(name=name, environ=environ)
     )
     parsed = vars(parser.parse_args(args))
+    _apply_bind_addresses(parser, parsed)
 
     own = {f.name for f in fields(Settings)} - {"extras"}
     settings = Settings(
@@ -235,6 +266,63 @@ def parse_settings(
             f"(got {lease:g} > {renew:g} > {retry:g})"
         )
     return settings
+
+
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows a flag's default only when there is one to show and its help names none."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default is None or default is False or default == "":
+            return text
+        if default == argparse.SUPPRESS:
+            return text
+        return super()._get_help_string(action)
+
+
+def version_string(name: str) -> str:
+    """``<name> <version>`` of the operator's distribution, with the base library's."""
+
+    def version(dist: str) -> str:
+        try:
+            return importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            return "unknown"
+
+    return f"{name} {version(name)} (jobcontroller {version('jobcontroller')})"
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected [host]:port, got {text!r}")
+    return host.strip("[]"), _port(port)
+
+
+def _apply_bind_addresses(parser: argparse.ArgumentParser, parsed: dict[str, Any]) -> None:
+    """Fold the training-operator's ``--metrics-bind-address`` and
+    ``--health-probe-bind-address`` into our port and bind-address settings (both servers
+    share one listen address)."""
+    hosts = set()
+    for flag, port_key in (
+        ("metrics_bind_address", "metrics_port"),
+        ("health_probe_bind_address", "health_port"),
+    ):
+        value = parsed.pop(flag, None)
+        if value is None:
+            continue
+        host, port = value
+        parsed[port_key] = port
+        if host:
+            hosts.add(host)
+    if len(hosts) > 1:
+        parser.error(
+            "--metrics-bind-address and --health-probe-bind-address name different hosts; "
+            "both servers listen on one --bind-address"
+        )
+    if hosts:
+        parsed["bind_address"] = hosts.pop()
 
 
 def _positive_int(text: str) -> int:
