@@ -283,3 +283,68 @@ def test_rbac_grants_each_operator_what_it_needs_and_no_more(
     finally:
         kubectl("delete", "-f", "-", "--wait=false", "--ignore-not-found", stdin=manifest)
         kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+def test_users_bound_to_edit_can_submit_jobs_and_view_can_only_read(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """The user roles aggregate into Kubernetes' own: a RoleBinding to `edit` in a namespace
+    lets a user create and delete training jobs there, one to `view` only read them."""
+    namespace = _fresh_namespace(kubectl, stem="users", labels={})
+    roles = [
+        o
+        for o in kubectl.render(OVERLAYS / "standalone")
+        if o["kind"] == "ClusterRole" and o["metadata"]["name"].startswith("kubeflow-training-")
+    ]
+    assert sorted(r["metadata"]["name"] for r in roles) == [
+        "kubeflow-training-admin",
+        "kubeflow-training-edit",
+        "kubeflow-training-view",
+    ]
+    kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all(roles))
+    for user, role in (("alice", "edit"), ("bob", "view")):
+        kubectl(
+            "create",
+            "rolebinding",
+            f"{user}-{role}",
+            f"--clusterrole={role}",
+            f"--user={user}",
+            f"--namespace={namespace}",
+        )
+
+    def review(user: str, verb: str, resource: str, where: str = namespace) -> Obj:
+        return {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SubjectAccessReview",
+            "spec": {
+                "user": user,
+                "groups": ["system:authenticated"],
+                "resourceAttributes": {
+                    "namespace": where,
+                    "verb": verb,
+                    "group": "kubeflow.org",
+                    "resource": resource,
+                },
+            },
+        }
+
+    questions = [
+        (review("alice", "create", "tfjobs"), True),
+        (review("alice", "delete", "mpijobs"), True),
+        (review("alice", "watch", "pytorchjobs"), True),
+        (review("bob", "get", "tfjobs"), True),
+        (review("bob", "list", "mpijobs"), True),
+        (review("bob", "create", "tfjobs"), False),
+        (review("bob", "delete", "pytorchjobs"), False),
+        (review("alice", "create", "tfjobs", where="default"), False),
+    ]
+    try:
+        # The controller-manager aggregates the rules into edit and view in a moment.
+        deadline = time.monotonic() + 60
+        decisions = _decisions(kubectl, [q for q, _ in questions])
+        while decisions != [allowed for _, allowed in questions]:
+            assert time.monotonic() < deadline, list(zip(decisions, questions, strict=True))
+            time.sleep(0.5)
+            decisions = _decisions(kubectl, [q for q, _ in questions])
+    finally:
+        kubectl("delete", "namespace", namespace, "--wait=false")
