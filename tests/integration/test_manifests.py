@@ -162,9 +162,13 @@ def _expectations(operator: str, *, namespaced: bool) -> list[Access]:
     others = [p for p in PLURALS.values() if p != plural]
     return [
         Access("watch", plural, "kubeflow.org"),
-        Access("update", plural, "kubeflow.org", where="other", allowed=elsewhere),
+        Access("patch", plural, "kubeflow.org", where="other", allowed=elsewhere),
+        # Least privilege: the code PUTs only a job's status and PATCHes everything else.
+        Access("update", plural, "kubeflow.org", allowed=False),
         Access("create", plural, "kubeflow.org", allowed=False),
         Access("update", f"{plural}/status", "kubeflow.org"),
+        Access("patch", f"{plural}/status", "kubeflow.org", allowed=False),
+        Access("update", "podgroups", "scheduling.volcano.sh", allowed=False),
         Access("update", f"{plural}/finalizers", "kubeflow.org"),
         Access("update", others[0], "kubeflow.org", allowed=False),
         Access("create", "pods"),
