@@ -352,3 +352,20 @@ def test_users_bound_to_edit_can_submit_jobs_and_view_can_only_read(
             decisions = _decisions(kubectl, [q for q, _ in questions])
     finally:
         kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+def test_every_operator_deployment_has_a_disruption_budget(kubectl: Kubectl) -> None:
+    """A node drain may take one of an operator's two replicas at a time, never both."""
+    objects = kubectl.render(OVERLAYS / "standalone")
+    deployments = {
+        o["metadata"]["name"]: o["spec"]["selector"]["matchLabels"]
+        for o in objects
+        if o["kind"] == "Deployment"
+    }
+    budgets = {
+        o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "PodDisruptionBudget"
+    }
+    assert set(budgets) == set(deployments)
+    for name, selector in deployments.items():
+        assert budgets[name]["selector"]["matchLabels"] == selector
+        assert budgets[name]["maxUnavailable"] == 1
