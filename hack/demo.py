@@ -19,6 +19,7 @@ import contextlib
 import copy
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -110,31 +111,70 @@ def start_operators(
             argv, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     (CLUSTER / "operators.pids").write_text("\n".join(str(p.pid) for p in procs.values()))
+    ports = {n: {"metrics": c.metrics_port, "health": c.health_port} for n, c in commands.items()}
+    (CLUSTER / "operators.json").write_text(json.dumps(ports))
     deadline = time.monotonic() + 60
     for name, command in commands.items():
         health = command.health_port
         while True:
             if procs[name].poll() is not None:
-                raise SystemExit(f"{name} exited; see {logs / (name + '.log')}")
+                raise SystemExit(f"{name} exited; see {name}.log (logs are kept on failure)")
             url = f"http://127.0.0.1:{health}/readyz"
             with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as r:
                 if r.status == 200 and json.loads(r.read()).get("leader"):
                     break
             if time.monotonic() > deadline:
-                raise SystemExit(f"{name} not ready; see {logs / (name + '.log')}")
+                raise SystemExit(f"{name} not ready; see {name}.log (logs are kept on failure)")
             time.sleep(0.3)
         print(f"  {name}: ready and leading")
     return procs
 
 
 def stop_operators() -> None:
+    """SIGTERM the operators a run started (a kept one too) and wait until they are gone: they
+    release their Leases on the way out, so the next operators lead at once."""
     pids = CLUSTER / "operators.pids"
     if not pids.exists():
         return
-    for pid in map(int, pids.read_text().split()):
+    groups = [int(text) for text in pids.read_text().split()]
+    for pid in groups:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 40
+    for pid in groups:
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.2)
     pids.unlink()
+
+
+async def clear_previous_run(kube: KubeApi, jobs: list[dict[str, Any]]) -> None:
+    """A cluster kept by `KEEP=1` still holds the last run's jobs: delete them first."""
+    gone = []
+    for job in jobs:
+        resource, name = KINDS[job["kind"]], job["metadata"]["name"]
+        try:
+            await kube.delete(resource, name, namespace=NAMESPACE)
+        except ApiError as exc:
+            if not exc.is_not_found:
+                raise
+            continue
+        gone.append((resource, name))
+    if gone:
+        step(f"deleted {len(gone)} jobs left by the previous run")
+    deadline = time.monotonic() + 60
+    for resource, name in gone:
+        while time.monotonic() < deadline:
+            try:
+                await kube.get(resource, name, namespace=NAMESPACE)
+            except ApiError as exc:
+                if exc.is_not_found:
+                    break
+                raise
+            await asyncio.sleep(0.3)
 
 
 def load_jobs() -> list[dict[str, Any]]:
@@ -202,6 +242,7 @@ async def follow(kube: KubeApi, submitted: list[dict[str, Any]]) -> list[dict[st
 
 async def demo() -> int:
     cluster_up()
+    stop_operators()  # those of a run kept with KEEP=1, which still hold the Leases
     docs = rendered_manifests()
     install(docs)
     deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
@@ -221,8 +262,9 @@ async def demo() -> int:
         start_operators(commands)
         with contextlib.suppress(ApiError):
             await kube.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
-        step("submitting the seed jobs (with simulation annotations: every pod exits 0 after 4s)")
         jobs = load_jobs()
+        await clear_previous_run(kube, jobs)
+        step("submitting the seed jobs (with simulation annotations: every pod exits 0 after 4s)")
         for job in jobs:
             await kube.create(KINDS[job["kind"]], job, namespace=NAMESPACE)
             print(f"  {job['kind']}/{job['metadata']['name']} created")
@@ -258,24 +300,54 @@ async def demo() -> int:
                 print(f"    {ln}")
     missed = [j["metadata"]["name"] for j in final if state(j) != "Succeeded"]
     if missed:
-        print(f"\nFAILED: not Succeeded: {', '.join(missed)} (operator logs in {CLUSTER / 'logs'})")
+        print(f"\nFAILED: not Succeeded: {', '.join(missed)}")
         return 1
     print(f"\nall {len(final)} jobs Succeeded")
     return 0
 
 
+def kept_message() -> str:
+    """How to reach what KEEP=1 leaves running."""
+    lines = [
+        "",
+        "KEEP=1: the cluster and the operators are left running. To use them:",
+        f"  export KUBECONFIG={CLUSTER / 'kubeconfig'} PATH={CLUSTER / 'bin'}:$PATH",
+        "  kubectl get tfjobs,pytorchjobs,mpijobs -n demo",
+    ]
+    with contextlib.suppress(OSError, KeyError, ValueError):
+        for name, ports in json.loads((CLUSTER / "operators.json").read_text()).items():
+            lines.append(
+                f"  {name}: metrics http://127.0.0.1:{ports['metrics']}/metrics, "
+                f"health http://127.0.0.1:{ports['health']}/readyz, "
+                f"log {CLUSTER / 'logs' / (name + '.log')}"
+            )
+    lines.append("`make cluster-down` stops everything; `make demo` again reuses the cluster.")
+    return "\n".join(lines)
+
+
+def keep_logs() -> None:
+    """Copy the operators' logs out of the cluster directory before it is removed."""
+    logs = CLUSTER / "logs"
+    if logs.is_dir():
+        kept = ROOT / ".demo-logs"
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(logs, kept)
+        print(f"operator logs kept in {kept}")
+
+
 def main() -> int:
+    status = 1
     try:
-        return asyncio.run(demo())
+        status = asyncio.run(demo())
+        return status
     finally:
         if KEEP:
-            print(
-                "\nKEEP=1: cluster and operators left running; "
-                f"kubeconfig {CLUSTER / 'kubeconfig'}; `make cluster-down` stops everything"
-            )
+            print(kept_message())
         else:
             step("tearing down")
             stop_operators()
+            if status != 0:
+                keep_logs()
             subprocess.run(
                 [sys.executable, "-m", "jobcontroller.testing", "down", "--dir", str(CLUSTER)],
                 check=False,

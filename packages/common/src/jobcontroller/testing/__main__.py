@@ -21,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+from jobcontroller.testing.binaries import find_binaries
 from jobcontroller.testing.controlplane import START_TIMEOUT, ControlPlane
 
 
@@ -104,7 +105,10 @@ def up(directory: Path, nodes: int, real_node: bool = False) -> int:
     while time.monotonic() < deadline:
         if (directory / "ready").exists():
             print((directory / "ready").read_text(), end="")
+            kubectl = _link_kubectl(directory)
             print(f"kubeconfig: {directory / 'kubeconfig'}")
+            kubeconfig = directory / "kubeconfig"
+            print(f"to use it: export KUBECONFIG={kubeconfig} PATH={kubectl.parent}:$PATH")
             return 0
         if (directory / "failed").exists() or proc.poll() is not None:
             print("cluster failed to start:", file=sys.stderr)
@@ -116,6 +120,15 @@ def up(directory: Path, nodes: int, real_node: bool = False) -> int:
     print("cluster did not become ready in time", file=sys.stderr)
     down(directory, quiet=True)
     return 1
+
+
+def _link_kubectl(directory: Path) -> Path:
+    """``<dir>/bin/kubectl``: the cluster's own kubectl, where a user finds it."""
+    link = directory / "bin" / "kubectl"
+    link.parent.mkdir(exist_ok=True)
+    if not link.exists():
+        link.symlink_to(find_binaries()["kubectl"])
+    return link
 
 
 def _stop_extras(directory: Path) -> None:
