@@ -78,6 +78,8 @@ def test_pods_get_volcano_whatever_scheduler_their_template_names() -> None:
     result = plan(controller, raw, observed, now=NOW, config=VOLCANO)
     pods = [a.body for a in result.actions if isinstance(a, CreateObject) and a.kind == "Pod"]
     assert len(pods) == 2
+    # Overwritten, as mpi-operator does: no "kept" warning.
+    assert "SetPodTemplateSchedulerName" not in [e.reason for e in result.events]
     for pod in pods:
         assert pod["spec"]["schedulerName"] == "volcano"
         annotations = pod["metadata"]["annotations"]

@@ -129,7 +129,9 @@ def plan(
     )
     ensure_created(ctx)
     if not is_finished(ctx.status):
-        tolerated = fw.tolerated(job)
+        # Frameworks written before the hook existed tolerate nothing.
+        hook = getattr(fw, "tolerated", None)
+        tolerated: list[str] = list(hook(job)) if hook is not None else []
         errors = [e for e in fw.validate(job) if e not in tolerated] + _pod_limit_errors(ctx)
         if errors:
             fail(

@@ -210,7 +210,7 @@ def decorate_template(
     """Make a pod template join the job's gang (in place).
 
     A scheduler name set by the user is kept (unless the flavor forces ours); returns True
-    when another scheduler was named, so the caller can warn.
+    when another scheduler's name was kept, so the caller can warn.
     """
     flavor = flavor or GangFlavor()
     spec = template.setdefault("spec", {})
@@ -229,4 +229,5 @@ def decorate_template(
         labels = metadata.get("labels") or {}
         labels[SCHEDULER_PLUGINS_POD_GROUP_LABEL] = job_name
         metadata["labels"] = labels
-    return foreign
+    # A forced name (mpi-operator overwrites it, with a log line only) is nothing to warn of.
+    return foreign and not flavor.force_scheduler_name
