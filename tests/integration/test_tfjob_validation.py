@@ -188,3 +188,21 @@ async def test_a_job_stored_before_the_swap_that_breaks_new_rules_runs_with_a_wa
         assert [e["count"] for e in await events(kube, ns, reason="TFJobToleratedValidation")] == [
             1
         ]
+
+
+async def test_a_job_cannot_be_scaled_into_names_too_long(
+    kube: KubeApi, kubeflow_crds: list[str], namespace: str
+) -> None:
+    """The name rules are ratcheted, not dropped on updates: 54 + len("-worker-9") is 63, but
+    an eleventh worker would be named with 64 characters, and the update is refused."""
+    name = "n" * 54
+    await kube.create(TFJOBS, tfjob(name, {"Worker": replica(10)}), namespace=namespace)
+    with pytest.raises(ApiError) as refused:
+        await kube.merge_patch(
+            TFJOBS,
+            name,
+            {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 11}}}},
+            namespace=namespace,
+        )
+    assert refused.value.status == 422
+    assert "too long" in refused.value.message

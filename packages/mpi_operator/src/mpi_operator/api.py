@@ -23,8 +23,8 @@ from jobcontroller.api.crd import (
     CRD_DEFAULT_KEY,
     MAX_REPLICA_TYPES,
     build_crd,
-    cel_create_only,
     cel_managed_by_rule,
+    cel_ratcheted,
     cel_root_rules,
 )
 from jobcontroller.api.validation import (
@@ -167,7 +167,7 @@ _ROOT_RULES: list[Any] = [
     # Worker pods are <name>-worker-<i>; the launcher is the Job <name>-launcher (below), as
     # mpi-operator checks them: names of 53 and 54 characters are fine for both.
     *cel_root_rules(specs_path="self.spec.mpiReplicaSpecs", not_pods=["Launcher"]),
-    cel_create_only(
+    *cel_ratcheted(
         {
             "rule": f"size(self.metadata.name) + size('-launcher') <= {MAX_DNS_LABEL_LENGTH}",
             "message": _MSG_LAUNCHER_NAME,

@@ -27,9 +27,9 @@ from jobcontroller.api import (
 from jobcontroller.api.crd import (
     MAX_REPLICA_TYPES,
     build_crd,
-    cel_create_only,
     cel_default_container_rule,
     cel_managed_by_rule,
+    cel_ratcheted,
     cel_root_rules,
 )
 from jobcontroller.api.validation import (
@@ -122,13 +122,13 @@ class TFJobSpec(JobSpec):
         json_schema_extra={
             "maxProperties": MAX_REPLICA_TYPES,
             "x-kubernetes-validations": [
-                # Rules v1.9 never checked are judged at creation only: a job stored under
-                # the Go operator that breaks one still runs (and can be written), with a
-                # warning from the operator.
-                cel_create_only(
+                # Rules v1.9 never checked are ratcheted: judged at creation, and on updates
+                # only for jobs that met them, so a job stored under the Go operator that
+                # breaks one still runs (and can be written), with a warning from the operator.
+                *cel_ratcheted(
                     {"rule": f"self.all(k, k.lowerAscii() in {_KNOWN_KEYS})", "message": _MSG_TYPES}
                 ),
-                cel_create_only(
+                *cel_ratcheted(
                     {
                         "rule": f"self.exists(k, k.lowerAscii() in {_LEADER_KEYS})",
                         "message": _MSG_LEADER,
@@ -142,7 +142,7 @@ class TFJobSpec(JobSpec):
                     "rule": f"size(self.filter(k, k.lowerAscii() in {_CHIEF_KEYS})) <= 1",
                     "message": _MSG_ONE_CHIEF,
                 },
-                cel_create_only(
+                *cel_ratcheted(
                     {
                         "rule": (
                             f"self.all(k, !(k.lowerAscii() in {_CHIEF_KEYS}) || "

@@ -22,6 +22,7 @@ Anything else that the apiserver would refuse (tuples, sets, other unions, ...) 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +46,7 @@ __all__ = [
     "cel_create_only",
     "cel_default_container_rule",
     "cel_managed_by_rule",
+    "cel_ratcheted",
     "cel_root_rules",
     "crd_to_yaml",
     "structural_errors",
@@ -280,7 +282,7 @@ def cel_root_rules(*, specs_path: str, not_pods: Sequence[str] = ()) -> list[Jso
     ]
     # The name cannot change after creation; replicas can, and the operator's validation
     # fails a job scaled past the limit.
-    return [cel_create_only(rule) for rule in rules]
+    return [ratcheted for rule in rules for ratcheted in cel_ratcheted(rule)]
 
 
 def cel_managed_by_rule(*, allowed: Sequence[str]) -> JsonDict:
@@ -373,6 +375,22 @@ def build_crd(
             "versions": [version],
         },
     }
+
+
+_SELF = re.compile(r"\bself\b")
+
+
+def cel_ratcheted(rule: JsonDict) -> list[JsonDict]:
+    """The rule for new jobs, and on updates only for jobs that met it before.
+
+    Two rules: :func:`cel_create_only` judges creations; a transition rule,
+    ``!rule(oldSelf) || rule(self)``, judges updates, so a stored job that already broke the
+    rule (created under the Go operators' CRDs, which had none) stays writable, its status
+    included, while a job that met it cannot be edited (or scaled) into breaking it.
+    """
+    text = str(rule["rule"])
+    old = _SELF.sub("oldSelf", text)
+    return [cel_create_only(rule), {**rule, "rule": f"!({old}) || ({text})"}]
 
 
 def cel_create_only(rule: JsonDict) -> JsonDict:
