@@ -394,15 +394,13 @@ def cel_ratcheted(rule: JsonDict) -> list[JsonDict]:
 
 
 def cel_create_only(rule: JsonDict) -> JsonDict:
-    """The rule judged when a job is created, not on later writes (``optionalOldSelf``).
+    """The rule judged when an object is created, not on later writes (``optionalOldSelf``).
 
-    For rules a job stored before them may break: the Go operators' CRDs had no rules, and
-    the API server's ratcheting does not keep such a job writable. A root-level rule is judged
-    on every status write (the root changed), and a replica spec whose template has metadata
-    is never found equal to its old value, so without this the operator could not even write
-    the job's status. (Ratcheting by hand, ``!rule(oldSelf) || rule(self)``, is what we would
-    want, but the cost estimator then prices ``oldSelf`` as unbounded, past the budget.) What
-    an update breaks, the operator's own validation still catches.
+    Half of :func:`cel_ratcheted`. The API server's own ratcheting does not keep a stored job
+    that breaks a rule writable: a root-level rule is judged on every status write (the root
+    changed), and a replica spec whose template has metadata is never found equal to its old
+    value. One rule doing both halves (``!oldSelf.hasValue() ...``) is priced by the cost
+    estimator as unbounded, past the budget; two rules are not.
     """
     text = str(rule["rule"])
     return {**rule, "rule": f"oldSelf.hasValue() || ({text})", "optionalOldSelf": True}
