@@ -399,7 +399,8 @@ def cel_create_only(rule: JsonDict) -> JsonDict:
     Half of :func:`cel_ratcheted`. The API server's own ratcheting does not keep a stored job
     that breaks a rule writable: a root-level rule is judged on every status write (the root
     changed), and a replica spec whose template has metadata is never found equal to its old
-    value. One rule doing both halves (``!oldSelf.hasValue() ...``) is priced by the cost
+    value. One rule doing both halves (``(oldSelf.hasValue() && !rule(oldSelf.value())) ||
+    rule(self)``) is priced by the cost
     estimator as unbounded, past the budget; two rules are not.
     """
     text = str(rule["rule"])
