@@ -400,8 +400,8 @@ def cel_create_only(rule: JsonDict) -> JsonDict:
     that breaks a rule writable: a root-level rule is judged on every status write (the root
     changed), and a replica spec whose template has metadata is never found equal to its old
     value. One rule doing both halves (``(oldSelf.hasValue() && !rule(oldSelf.value())) ||
-    rule(self)``) is priced by the cost
-    estimator as unbounded, past the budget; two rules are not.
+    rule(self)``) is priced by the cost estimator as unbounded, past the budget; two rules
+    are not.
     """
     text = str(rule["rule"])
     return {**rule, "rule": f"oldSelf.hasValue() || ({text})", "optionalOldSelf": True}
