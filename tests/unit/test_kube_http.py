@@ -302,6 +302,24 @@ class TestWatch:
                 got.append(event)
         assert got == [first]
 
+    async def test_unanswered_watch_raises_inactive_without_waiting_for_its_timeout(
+        self, fake: Fake
+    ) -> None:
+        """A watch whose answer never comes (a proxy lost it) is given up after the inactivity
+        timeout, not after the socket read timeout of timeoutSeconds + margin (minutes)."""
+        server, api, _ = fake
+
+        async def never(request: web.Request) -> web.StreamResponse:
+            await asyncio.sleep(30)
+            return web.json_response({})
+
+        server.script = [never]
+        with pytest.raises(WatchInactive, match="no answer to a watch"):
+            async for _ in api.watch(
+                CONFIGMAPS, resource_version="1", timeout_seconds=300, inactivity_timeout=0.2
+            ):
+                pass
+
     async def test_error_response_raises(self, fake: Fake) -> None:
         server, api, _ = fake
         server.script = [status(403, "Forbidden")]

@@ -9,7 +9,9 @@ Timeouts. kubernetes_asyncio applies no client timeout by default, so a half-ope
 could block forever. Every request here has a connect timeout and a read timeout
 (:class:`ApiSettings`). Watch streams get a socket read timeout a margin above the server-side
 ``timeoutSeconds`` and, on top, an inactivity timeout between two lines (the server sends
-bookmarks about once a minute, so silence means a dead stream).
+bookmarks about once a minute, so silence means a dead stream). The server sends a watch's
+headers at once, so a watch left unanswered fails after ``watch_answer_timeout``, not after
+minutes.
 
 Retries. :meth:`KubeApi.request` retries a bounded number of times with jittered exponential
 backoff, never sleeping less than the server's ``Retry-After``:
@@ -108,6 +110,15 @@ QueryValue = str | int | bool | None
 #: event loop (and with it lease renewals and other watches).
 _THREAD_DECODE_BYTES = 1 << 20
 
+
+class _NoAnswer(Exception):
+    """No status line and headers within a request's ``answer_within``."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"no answer in {seconds:.0f}s")
+        self.seconds = seconds
+
+
 _IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "PATCH", "DELETE"})
 _RETRY_STATUSES = frozenset({500, 502, 503, 504})
 
@@ -122,6 +133,9 @@ class ApiSettings:
     """Seconds of socket silence before a non-watch request fails; the server's own limit is 60."""
     watch_read_margin: float = 30.0
     """A watch's socket read timeout is its server-side ``timeoutSeconds`` plus this."""
+    watch_answer_timeout: float = 30.0
+    """Seconds for a watch's status line and headers, which the server sends at once (the
+    watch's inactivity timeout when that is shorter)."""
     max_attempts: int = 5
     """Tries per request, the first included."""
     backoff_base: float = 0.2
@@ -395,7 +409,22 @@ class KubeApi:
             sock_read=timeout_seconds + self.settings.watch_read_margin,
         )
         path = resource.path(namespace=namespace)
-        resp = await self._send("GET", path, query=query, client_timeout=timeout, verb="WATCH")
+        # The API server answers a watch's headers at once; a request left unanswered (a proxy
+        # that forwarded it and dropped the answer) would otherwise hold this stream, blind,
+        # until the socket read timeout above: minutes.
+        try:
+            resp = await self._send(
+                "GET",
+                path,
+                query=query,
+                client_timeout=timeout,
+                verb="WATCH",
+                answer_within=min(inactivity_timeout, self.settings.watch_answer_timeout),
+            )
+        except _NoAnswer as exc:
+            raise WatchInactive(
+                f"no answer to a watch of {resource.label} in {exc.seconds:.0f}s"
+            ) from None
         async with resp:
             if resp.status != 200:
                 raise ApiError.from_response(
@@ -496,8 +525,13 @@ class KubeApi:
         content_type: str | None = None,
         client_timeout: aiohttp.ClientTimeout,
         verb: str,
+        answer_within: float | None = None,
     ) -> aiohttp.ClientResponse:
-        """One attempt; the caller must release the response (``async with``)."""
+        """One attempt; the caller must release the response (``async with``).
+
+        ``answer_within`` bounds the wait for the response's status line and headers, after the
+        rate limiter: :class:`_NoAnswer` when it passes.
+        """
         if self._bucket is not None:
             waited = await self._bucket.acquire()
             if self._metrics is not None:
@@ -515,15 +549,21 @@ class KubeApi:
                 headers[setting["key"]] = setting["value"]
         code = "error"
         try:
-            resp: aiohttp.ClientResponse = await self._rest.request(
-                method,
-                self._host + path,
-                query_params=_encode_query(query),
-                headers=headers,
-                body=body,
-                _preload_content=False,
-                _request_timeout=client_timeout,
-            )
+            try:
+                async with asyncio.timeout(answer_within) as deadline:
+                    resp: aiohttp.ClientResponse = await self._rest.request(
+                        method,
+                        self._host + path,
+                        query_params=_encode_query(query),
+                        headers=headers,
+                        body=body,
+                        _preload_content=False,
+                        _request_timeout=client_timeout,
+                    )
+            except TimeoutError:
+                if answer_within is not None and deadline.expired():
+                    raise _NoAnswer(answer_within) from None
+                raise
             code = str(resp.status)
             return resp
         finally:

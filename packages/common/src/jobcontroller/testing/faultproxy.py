@@ -17,7 +17,9 @@ With probability ``rate`` a request meets one fault, chosen uniformly by a seede
 * ``stall``: the request waits a few seconds before it is forwarded.
 
 And once per proxy (``silent_watches``), a watch is left silent: the stream stays open and
-nothing is relayed, for ``silent_seconds``, after which the connection is dropped.
+nothing is relayed, for ``silent_seconds``, after which the connection is dropped. Once per proxy
+too (``unanswered_watches``), a watch's answer is lost: the request reaches the API server and
+the client hears nothing, not even the headers, until the server ends the watch (minutes).
 Loopback only; it stops with :meth:`FaultProxy.stop`.
 """
 
@@ -57,6 +59,7 @@ class FaultProxy:
     stall_seconds: float = 3.0
     silent_watches: int = 1
     silent_seconds: float = 20.0
+    unanswered_watches: int = 1
     port: int = 0
     injected: Counter[str] = field(default_factory=Counter)
     requests: int = 0
@@ -161,6 +164,9 @@ class FaultProxy:
         if watch and self.silent_watches > 0 and self._rng.random() < self.rate:
             self.silent_watches -= 1
             return "silent-watch"
+        if watch and self.unanswered_watches > 0 and self._rng.random() < self.rate:
+            self.unanswered_watches -= 1
+            return "reset-after"
         if self._rng.random() >= self.rate:
             return None
         return self._rng.choice(FAULTS)
