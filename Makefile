@@ -11,7 +11,7 @@ PYTEST_ARGS ?=
 # REAL_NODE=1 make cluster-up: one real node (kubelet, containerd) beside the kwok nodes.
 REAL_NODE ?=
 
-.PHONY: help bootstrap control-plane node images conformance demo-real lint format crds test test-unit chaos cluster-up cluster-down demo bench clean
+.PHONY: help bootstrap control-plane node images conformance demo-real lint format crds pod-schema test test-unit chaos cluster-up cluster-down demo bench clean
 
 help:
 	@echo "make demo     run the three operators against a local cluster with the seed jobs"
@@ -57,6 +57,10 @@ format: bootstrap
 	$(PY) ruff format .
 
 crds: bootstrap
+	$(PY) python hack/gen-crds.py
+
+pod-schema: bootstrap control-plane
+	$(PY) python hack/gen-pod-schema.py
 	$(PY) python hack/gen-crds.py
 
 test-unit: bootstrap control-plane

@@ -8,6 +8,7 @@ validators the controllers run cannot drift apart silently.
 from __future__ import annotations
 
 import copy
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import yaml
 from pydantic import ValidationError
 
 from jobcontroller.runtime.kube import CRDS, ApiError, KubeApi, Resource
+from jobcontroller.testing.binaries import find_binaries
 from jobcontroller.testing.waiting import wait_for
 from mpi_operator.api import MPIJob, validate_mpijob
 from pytorch_operator.api import PyTorchJob, validate_pytorchjob
@@ -409,12 +411,108 @@ async def test_unknown_fields_are_an_error_under_strict_field_validation(
     with pytest.raises(ApiError) as caught:
         await kube.request("POST", path, query={"fieldValidation": "Strict"}, body=job)
     assert 'unknown field "spec.tfReplicaSpec"' in caught.value.message
-    # Without Strict the field is pruned; unknown fields inside pod templates are kept.
-    job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"] = {"gpu": "1"}
+    # Without Strict the field is pruned, in the pod template too (whose schema is the core
+    # one); the template's real fields are kept.
+    pod = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    pod["nodeSelector"] = {"gpu": "1"}
+    pod["nodeSelectorr"] = {"gpu": "1"}
     created = await kube.create(TFJOBS, job, namespace=namespace)
     assert "tfReplicaSpec" not in created["spec"]
     template = created["spec"]["tfReplicaSpecs"]["Worker"]["template"]
     assert template["spec"]["nodeSelector"] == {"gpu": "1"}
+    assert "nodeSelectorr" not in template["spec"]
+
+
+def _container(job: dict[str, Any]) -> dict[str, Any]:
+    container: dict[str, Any] = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"][
+        "containers"
+    ][0]
+    return container
+
+
+POD_TEMPLATE_REJECTED: list[Any] = [
+    pytest.param(
+        {"resources": {"limits": {"cpu": "abc"}}},
+        ["spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.limits.cpu", "abc"],
+        id="cpu-not-a-quantity",
+    ),
+    pytest.param(
+        {"ports": [{"name": "tfjob-port", "containerPort": "2222"}]},
+        ["containers[0].ports[0].containerPort", "must be of type integer"],
+        id="port-as-string",
+    ),
+    pytest.param(
+        {"env": "A=1"},
+        ["containers[0].env", "must be of type array"],
+        id="env-not-a-list",
+    ),
+]
+
+
+@pytest.mark.parametrize(("container", "expected"), POD_TEMPLATE_REJECTED)
+async def test_pod_templates_are_checked_against_the_core_pod_schema(
+    kube: KubeApi,
+    kubeflow_crds: list[dict[str, Any]],
+    namespace: str,
+    container: dict[str, Any],
+    expected: list[str],
+) -> None:
+    """What would fail every pod creation later is refused at admission, in the API server's
+    words (kubeflow's CRDs carry the PodTemplateSpec schema; before, such a job sat in Created
+    while pod creation failed)."""
+    job = _tfjob()
+    _container(job).update(container)
+    with pytest.raises(ApiError) as caught:
+        await kube.create(TFJOBS, job, namespace=namespace)
+    assert caught.value.status == 422
+    for text in expected:
+        assert text in caught.value.message, caught.value.message
+
+
+async def test_two_containers_of_one_name_are_refused(
+    kube: KubeApi, kubeflow_crds: list[dict[str, Any]], namespace: str
+) -> None:
+    job = _tfjob()
+    pod = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    pod["containers"].append({"name": "tensorflow", "image": "sidecar:1"})
+    with pytest.raises(ApiError) as caught:
+        await kube.create(TFJOBS, job, namespace=namespace)
+    assert "Duplicate value" in caught.value.message, caught.value.message
+
+
+async def test_a_quantity_is_stored_as_written(
+    kube: KubeApi, kubeflow_crds: list[dict[str, Any]], namespace: str
+) -> None:
+    job = _tfjob()
+    _container(job)["resources"] = {"limits": {"cpu": "500m", "memory": 1073741824}}
+    _container(job)["ports"] = [{"name": "tfjob-port", "containerPort": 2222}]
+    created = await kube.create(TFJOBS, job, namespace=namespace)
+    container = _container(created)
+    assert container["resources"] == {"limits": {"cpu": "500m", "memory": 1073741824}}
+    # The one default the core schema insists on (a list-map key), as a Pod would get it.
+    assert container["ports"] == [{"name": "tfjob-port", "containerPort": 2222, "protocol": "TCP"}]
+
+
+async def test_kubectl_explain_walks_the_pod_template(
+    kubeconfig: str, kubeflow_crds: list[dict[str, Any]]
+) -> None:
+    kubectl = find_binaries()["kubectl"]
+    explained = subprocess.run(
+        [
+            kubectl,
+            f"--kubeconfig={kubeconfig}",
+            "explain",
+            "tfjob.spec.tfReplicaSpecs.template.spec.containers.resources",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
+    assert "FIELD: resources <Object>" in explained, explained
+    assert "Compute Resources required by this container" in explained, explained
+    for field in ("claims", "limits", "requests"):
+        assert f"  {field}\t" in explained, explained
 
 
 async def test_pytorchjob_scale_subresource_drives_worker_replicas(

@@ -15,6 +15,7 @@ from jobcontroller.api.crd import (
     structural_errors,
     structural_schema,
 )
+from jobcontroller.api.podschema import QUANTITY_PATTERN
 from mpi_operator.api import mpijob_crd
 from pytorch_operator.api import pytorchjob_crd
 from tf_operator.api import tfjob_crd
@@ -60,17 +61,24 @@ def test_unknown_fields_are_preserved_only_in_pod_templates_and_free_form_maps(
         for path, node in _nodes(_schema(CRDS[plural]))
         if node.get("x-kubernetes-preserve-unknown-fields")
     }
-    free_form = {
-        p
-        for p in preserved
-        if ".template" not in p
-        and p not in {".status.replicaStatuses{*}.labelSelector", ".spec.elasticPolicy.metrics[*]"}
+    # The pod template has the full core/v1 schema: a misspelt field is pruned (kubectl warns),
+    # a wrong type is refused. Only two free-form maps remain.
+    assert preserved <= {
+        ".status.replicaStatuses{*}.labelSelector",
+        ".spec.elasticPolicy.metrics[*]",
     }
-    assert free_form == set()
-    specs_key = {"tfjobs": "tfReplicaSpecs", "pytorchjobs": "pytorchReplicaSpecs"}.get(
-        plural, "mpiReplicaSpecs"
-    )
-    assert f".spec.{specs_key}{{*}}.template" in preserved
+
+
+@pytest.mark.parametrize("plural", CRDS)
+def test_every_field_is_described_for_kubectl_explain(plural: str) -> None:
+    """Every named field (not the values of a map or a list, which their field describes, nor
+    the root's metadata, where the API server allows nothing but name and generateName)."""
+    undescribed = [
+        path
+        for path, node in _nodes(_schema(CRDS[plural]))
+        if not path.endswith(("[*]", "{*}")) and not node.get("description")
+    ]
+    assert undescribed == [".metadata"]
 
 
 @pytest.mark.parametrize("plural", CRDS)
@@ -94,8 +102,9 @@ def test_pod_template_checks_containers_and_defaults_suspend() -> None:
     spec = _schema(CRDS["tfjobs"])["properties"]["spec"]
     replica = spec["properties"]["tfReplicaSpecs"]["additionalProperties"]
     containers = replica["properties"]["template"]["properties"]["spec"]["properties"]["containers"]
-    assert containers["minItems"] == 1
-    assert containers["items"]["required"] == ["name", "image"]
+    assert (containers["minItems"], containers["maxItems"]) == (1, 64)
+    assert containers["items"]["required"] == ["image", "name"]
+    assert containers["x-kubernetes-list-type"] == "map"
     run_policy = spec["properties"]["runPolicy"]
     assert run_policy["default"] == {}
     assert run_policy["properties"]["suspend"]["default"] is False
@@ -105,13 +114,52 @@ def test_pod_template_checks_containers_and_defaults_suspend() -> None:
     ]
 
 
-def test_quantities_are_int_or_string() -> None:
+QUANTITY = {
+    "x-kubernetes-int-or-string": True,
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "pattern": QUANTITY_PATTERN,
+}
+
+
+def test_quantities_are_int_or_string_with_the_quantity_pattern() -> None:
     run_policy = _schema(CRDS["pytorchjobs"])["properties"]["spec"]["properties"]["runPolicy"]
     min_resources = run_policy["properties"]["schedulingPolicy"]["properties"]["minResources"]
-    assert min_resources["additionalProperties"] == {
-        "x-kubernetes-int-or-string": True,
-        "anyOf": [{"type": "integer"}, {"type": "string"}],
-    }
+    assert min_resources["additionalProperties"] == QUANTITY
+    replica = _schema(CRDS["mpijobs"])["properties"]["spec"]["properties"]["mpiReplicaSpecs"]
+    pod = replica["additionalProperties"]["properties"]["template"]["properties"]["spec"]
+    container = pod["properties"]["containers"]["items"]["properties"]
+    limits = container["resources"]["properties"]["limits"]
+    assert limits["additionalProperties"] == QUANTITY
+    assert "description" in limits
+
+
+def test_pod_template_is_the_core_schema_as_controller_gen_embeds_it() -> None:
+    replica = _schema(CRDS["tfjobs"])["properties"]["spec"]["properties"]["tfReplicaSpecs"]
+    template = replica["additionalProperties"]["properties"]["template"]
+    # ObjectMeta as generateEmbeddedObjectMeta has it.
+    assert sorted(template["properties"]["metadata"]["properties"]) == [
+        "annotations",
+        "finalizers",
+        "labels",
+        "name",
+        "namespace",
+    ]
+    pod = template["properties"]["spec"]["properties"]
+    port = pod["containers"]["items"]["properties"]["ports"]["items"]["properties"]
+    assert port["protocol"]["default"] == "TCP"  # a list-map key needs it
+    assert port["containerPort"]["type"] == "integer"
+    probe = pod["containers"]["items"]["properties"]["livenessProbe"]["properties"]
+    assert probe["httpGet"]["properties"]["port"]["x-kubernetes-int-or-string"] is True
+    assert "enum" not in pod["restartPolicy"]  # a newer cluster's values stay accepted
+    assert "Possible enum values" in pod["restartPolicy"]["description"]
+    # No OpenAPI zero-value defaults leak into stored jobs.
+    defaults = [path for path, node in _nodes(template) if "default" in node]
+    assert sorted(defaults) == [
+        ".spec.containers[*].ports[*].protocol",
+        ".spec.ephemeralContainers[*].ports[*].protocol",
+        ".spec.imagePullSecrets[*].name",
+        ".spec.initContainers[*].ports[*].protocol",
+    ]
 
 
 def test_cel_rules_reach_the_replica_spec_values_and_the_root() -> None:

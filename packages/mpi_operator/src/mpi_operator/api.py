@@ -127,7 +127,12 @@ class MPIJobSpec(JobSpec):
         default=None, json_schema_extra={CRD_DEFAULT_KEY: "AtStartup"}
     )
     mpi_implementation: MPIImplementation | None = Field(
-        default=None, json_schema_extra={CRD_DEFAULT_KEY: "OpenMPI"}
+        default=None,
+        description=(
+            "The MPI implementation the launcher uses: OpenMPI (default), Intel or MPICH; "
+            "decides the hostfile format and the launcher's environment."
+        ),
+        json_schema_extra={CRD_DEFAULT_KEY: "OpenMPI"},
     )
     mpi_replica_specs: dict[
         str,
@@ -179,6 +184,9 @@ _ROOT_RULES: list[Any] = [
 
 
 class MPIJob(JobModel[MPIJobSpec]):
+    """MPIJob is an MPI training job: a launcher that runs mpirun, and workers it reaches over
+    SSH, listed in a hostfile the operator writes."""
+
     model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _ROOT_RULES})
 
     VERSION: ClassVar[str] = "v2beta1"

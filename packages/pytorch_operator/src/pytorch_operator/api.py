@@ -92,8 +92,10 @@ NPROC_PER_NODE_PATTERN = r"^(auto|cpu|gpu|xpu|[1-9][0-9]*)$"
 
 
 class RDZVConf(KubeModel):
-    key: str | None = None
-    value: str | None = None
+    """One rendezvous option, passed to torchrun as --rdzv-conf key=value."""
+
+    key: str | None = Field(default=None, description="The option's name.")
+    value: str | None = Field(default=None, description="The option's value.")
 
 
 class ElasticPolicy(KubeModel):
@@ -113,20 +115,44 @@ class ElasticPolicy(KubeModel):
         }
     )
 
-    min_replicas: int | None = Field(default=None, ge=1, le=INT32_MAX)
-    max_replicas: int | None = Field(default=None, ge=1, le=INT32_MAX)
+    min_replicas: int | None = Field(
+        default=None,
+        ge=1,
+        le=INT32_MAX,
+        description="Fewest workers (nodes); defaults to maxReplicas or Worker replicas.",
+    )
+    max_replicas: int | None = Field(
+        default=None,
+        ge=1,
+        le=INT32_MAX,
+        description="Most workers (nodes); defaults to minReplicas or Worker replicas.",
+    )
     rdzv_backend: RDZVBackend | None = Field(
         default=None, description="torchrun's rendezvous backend: c10d, etcd or etcd-v2."
     )
-    rdzv_port: int | None = Field(default=None, ge=1, le=65535)
-    rdzv_host: str | None = None
-    rdzv_id: str | None = None
-    rdzv_conf: list[RDZVConf] | None = None
-    standalone: bool | None = None
+    rdzv_port: int | None = Field(
+        default=None, ge=1, le=65535, description="Port of the rendezvous endpoint."
+    )
+    rdzv_host: str | None = Field(
+        default=None, description="Host of the rendezvous endpoint; defaults to the master's."
+    )
+    rdzv_id: str | None = Field(default=None, description="The rendezvous (run) id.")
+    rdzv_conf: list[RDZVConf] | None = Field(
+        default=None, description="Extra rendezvous options (torchrun --rdzv-conf)."
+    )
+    standalone: bool | None = Field(
+        default=None,
+        description="Start a local c10d rendezvous with torchrun --standalone; ignores rdzv*.",
+    )
     n_proc_per_node: int | None = Field(
         default=None, ge=1, le=INT32_MAX, description="Deprecated: use spec.nprocPerNode."
     )
-    max_restarts: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    max_restarts: int | None = Field(
+        default=None,
+        ge=0,
+        le=INT32_MAX,
+        description="Worker group restarts torchrun allows before failing (--max-restarts).",
+    )
     metrics: list[dict[str, Any]] | None = Field(
         default=None, description="autoscaling/v2 MetricSpecs; when set, an HPA is created."
     )
@@ -199,6 +225,9 @@ class PyTorchJobSpec(JobSpec):
 
 
 class PyTorchJob(JobModel[PyTorchJobSpec]):
+    """PyTorchJob is a distributed PyTorch training job: a master and workers (or elastic
+    workers under torchrun), with MASTER_ADDR, RANK, WORLD_SIZE and PET_* set."""
+
     model_config = ConfigDict(
         json_schema_extra={
             "x-kubernetes-validations": cel_root_rules(specs_path="self.spec.pytorchReplicaSpecs")

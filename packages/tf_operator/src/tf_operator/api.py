@@ -164,6 +164,9 @@ class TFJobSpec(JobSpec):
 
 
 class TFJob(JobModel[TFJobSpec]):
+    """TFJob is a distributed TensorFlow training job: a chief, parameter servers, workers and
+    an evaluator, each replica type a set of pods with TF_CONFIG set."""
+
     model_config = ConfigDict(
         json_schema_extra={
             "x-kubernetes-validations": cel_root_rules(specs_path="self.spec.tfReplicaSpecs")

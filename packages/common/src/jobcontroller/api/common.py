@@ -27,6 +27,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from jobcontroller.api.podschema import QUANTITY_PATTERN, load_pod_template_schema
+
 __all__ = [
     "INT32_MAX",
     "POD_TEMPLATE_SCHEMA",
@@ -94,55 +96,33 @@ Time = Annotated[
 ]
 """A timestamp: parsed from RFC 3339, held as an aware UTC datetime, written as `...Z`."""
 
-Quantity = Annotated[int | str, Field(json_schema_extra={"x-kubernetes-int-or-string": True})]
+Quantity = Annotated[
+    int | str,
+    Field(json_schema_extra={"x-kubernetes-int-or-string": True, "pattern": QUANTITY_PATTERN}),
+]
 """A resource quantity (`2`, `"500m"`, `"1Gi"`); kept as given, never normalised here."""
 
-POD_TEMPLATE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "description": (
-        "A core/v1 PodTemplateSpec. Only the fields the operator relies on are checked here "
-        "(containers with a name and an image); the rest is validated by the apiserver when "
-        "the operator creates the pods."
-    ),
-    "x-kubernetes-preserve-unknown-fields": True,
-    "required": ["spec"],
-    "properties": {
-        "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-        "spec": {
-            "type": "object",
-            "x-kubernetes-preserve-unknown-fields": True,
-            "required": ["containers"],
-            "properties": {
-                "containers": {
-                    "type": "array",
-                    "minItems": 1,
-                    # Bounded so that CEL rules iterating containers stay inside the cost budget.
-                    "maxItems": 64,
-                    "items": {
-                        "type": "object",
-                        "x-kubernetes-preserve-unknown-fields": True,
-                        "required": ["name", "image"],
-                        "properties": {
-                            "name": {"type": "string", "maxLength": 63},
-                            "image": {"type": "string", "minLength": 1},
-                            "ports": {
-                                "type": "array",
-                                "items": {
-                                    "type": "object",
-                                    "x-kubernetes-preserve-unknown-fields": True,
-                                    "properties": {
-                                        "name": {"type": "string"},
-                                        "containerPort": {"type": "integer"},
-                                    },
-                                },
-                            },
-                        },
-                    },
-                },
-            },
-        },
-    },
-}
+
+def _pod_template_schema() -> dict[str, Any]:
+    """The full core/v1 PodTemplateSpec schema (api/podschema.py), plus what the operators need.
+
+    Every container has a name of at most 63 characters (a DNS label, as the API server checks
+    it for pods) and an image; a template has a spec with 1 to 64 containers, bounded so that
+    the CEL rules iterating containers stay inside the cost budget.
+    """
+    schema = load_pod_template_schema()
+    schema["required"] = ["spec"]
+    spec = schema["properties"]["spec"]
+    containers = spec["properties"]["containers"]
+    containers.update(minItems=1, maxItems=64)
+    container = containers["items"]
+    container["required"] = sorted({*container.get("required", []), "name", "image"})
+    container["properties"]["name"]["maxLength"] = 63
+    container["properties"]["image"]["minLength"] = 1
+    return schema
+
+
+POD_TEMPLATE_SCHEMA: dict[str, Any] = _pod_template_schema()
 
 PodTemplateSpec = Annotated[dict[str, Any], WithJsonSchema(POD_TEMPLATE_SCHEMA)]
 """A raw core/v1 PodTemplateSpec dict; typed pod models would cost parse time and memory."""
@@ -202,8 +182,19 @@ class SchedulingPolicy(KubeModel):
         default=None,
         description="Resources the gang needs; defaults to the sum over minAvailable pods.",
     )
-    priority_class: str | None = None
-    schedule_timeout_seconds: int | None = Field(default=None, ge=0, le=INT32_MAX)
+    priority_class: str | None = Field(
+        default=None,
+        description="The PriorityClass of the job's PodGroup; defaults to the pods' priority.",
+    )
+    schedule_timeout_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=INT32_MAX,
+        description=(
+            "Seconds the gang scheduler may take to place the whole gang "
+            "(the PodGroup's scheduleTimeoutSeconds)."
+        ),
+    )
 
 
 class RunPolicy(KubeModel):
@@ -287,30 +278,58 @@ class JobCondition(KubeModel):
     # `type` is a plain string, not JobConditionType, so conditions added by other
     # controllers still parse.
 
-    type: str
-    status: str
-    reason: str | None = None
-    message: str | None = None
-    last_update_time: Time | None = None
-    last_transition_time: Time | None = None
+    type: str = Field(description="Created, Running, Restarting, Succeeded, Suspended or Failed.")
+    status: str = Field(description="True, False or Unknown.")
+    reason: str | None = Field(
+        default=None, description="A CamelCase word for why the condition last changed."
+    )
+    message: str | None = Field(
+        default=None, description="Details of the last change, for a human."
+    )
+    last_update_time: Time | None = Field(
+        default=None, description="When the condition was last updated."
+    )
+    last_transition_time: Time | None = Field(
+        default=None, description="When the condition's status last changed."
+    )
 
 
 class ReplicaStatus(KubeModel):
-    active: int = 0
-    succeeded: int = 0
-    failed: int = 0
+    """Pod counts of one replica type."""
+
+    active: int = Field(default=0, description="Pods that are pending or running.")
+    succeeded: int = Field(default=0, description="Pods that reached phase Succeeded.")
+    failed: int = Field(default=0, description="Pods that reached phase Failed.")
     # Deprecated in the anchor and never set; kept so stored objects round-trip.
-    label_selector: dict[str, Any] | None = None
+    label_selector: dict[str, Any] | None = Field(
+        default=None, description="Deprecated and never set: use selector."
+    )
     # A formatted label selector, set for the scale subresource (PyTorchJob).
-    selector: str | None = None
+    selector: str | None = Field(
+        default=None,
+        description="The label selector of this type's pods, as a string (scale subresource).",
+    )
 
 
 class JobStatus(KubeModel):
-    conditions: list[JobCondition] = Field(default_factory=list)
-    replica_statuses: dict[str, ReplicaStatus] = Field(default_factory=dict)
-    start_time: Time | None = None
-    completion_time: Time | None = None
-    last_reconcile_time: Time | None = None
+    """The observed state of the job, written by its operator."""
+
+    conditions: list[JobCondition] = Field(
+        default_factory=list,
+        description="The job's conditions; the last one is its current state.",
+    )
+    replica_statuses: dict[str, ReplicaStatus] = Field(
+        default_factory=dict, description="Pod counts per replica type."
+    )
+    start_time: Time | None = Field(
+        default=None, description="When the operator first acted on the job."
+    )
+    completion_time: Time | None = Field(
+        default=None, description="When the job succeeded (or failed)."
+    )
+    last_reconcile_time: Time | None = Field(
+        default=None, description="When the operator last reconciled the job."
+    )
 
     def condition(self, type_: str) -> JobCondition | None:
         """The condition of this type, if any (types are unique within a status)."""
@@ -371,8 +390,10 @@ class JobModel(KubeModel, Generic[SpecT]):
     api_version: str = ""
     kind: str = ""
     metadata: dict[str, Any] = Field(default_factory=dict)
-    spec: SpecT
-    status: JobStatus = Field(default_factory=JobStatus)
+    spec: SpecT = Field(description="Specification of the desired state of the job.")
+    status: JobStatus = Field(
+        default_factory=JobStatus, description="Most recently observed status of the job."
+    )
 
     def model_post_init(self, context: Any, /) -> None:
         # List items and hand-written dicts may lack apiVersion/kind; the class knows them.

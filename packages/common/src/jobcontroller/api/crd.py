@@ -316,12 +316,35 @@ def _root_schema(model: type[JobModel[Any]]) -> dict[str, Any]:
     properties = schema.setdefault("properties", {})
     properties["apiVersion"] = {
         "type": "string",
-        "description": "The versioned schema of this representation of an object.",
+        "description": (
+            "APIVersion defines the versioned schema of this representation of an object. "
+            "More info: https://git.k8s.io/community/contributors/devel/sig-architecture/"
+            "api-conventions.md#resources"
+        ),
     }
-    properties["kind"] = {"type": "string", "description": "The REST resource this object is."}
+    properties["kind"] = {
+        "type": "string",
+        "description": (
+            "Kind is a string value representing the REST resource this object represents. "
+            "More info: https://git.k8s.io/community/contributors/devel/sig-architecture/"
+            "api-conventions.md#types-kinds"
+        ),
+    }
     # The apiserver owns ObjectMeta's schema; a CRD may only constrain name and generateName.
     # Declaring `name` lets the root CEL rules point their errors at `.metadata.name`.
-    properties["metadata"] = {"type": "object", "properties": {"name": {"type": "string"}}}
+    # The API server refuses anything else there, a description included.
+    properties["metadata"] = {
+        "type": "object",
+        "properties": {
+            "name": {
+                "type": "string",
+                "description": (
+                    "The job's name: a DNS-1035 label, short enough that "
+                    "<name>-<replica type>-<index> is one too."
+                ),
+            }
+        },
+    }
     schema["required"] = [r for r in schema.get("required", []) if r != "metadata"]
     if not schema["required"]:
         del schema["required"]
