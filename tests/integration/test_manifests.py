@@ -160,10 +160,12 @@ class Access:
     where: str = "own"
     """``own``: the operator's namespace; ``other``: another one; ``cluster``: no namespace."""
     allowed: bool = True
+    name: str = ""
 
 
-def _expectations(operator: str, *, namespaced: bool) -> list[Access]:
+def _expectations(operator: str, *, namespaced: bool, gang: bool) -> list[Access]:
     plural = PLURALS[operator]
+    volcano_crd = "podgroups.scheduling.volcano.sh"
     elsewhere = not namespaced
     others = [p for p in PLURALS.values() if p != plural]
     return [
@@ -183,11 +185,24 @@ def _expectations(operator: str, *, namespaced: bool) -> list[Access]:
         Access("create", "pods/exec", allowed=False),
         Access("create", "services"),
         Access("patch", "events", where="other", allowed=elsewhere),
-        Access("create", "podgroups", "scheduling.volcano.sh"),
-        Access("delete", "podgroups", "scheduling.x-k8s.io"),
-        Access("list", "customresourcedefinitions", "apiextensions.k8s.io", where="cluster"),
+        # PodGroups only with the gang-scheduling component, following the job rules' binding.
+        Access("create", "podgroups", "scheduling.volcano.sh", allowed=gang),
+        Access("delete", "podgroups", "scheduling.x-k8s.io", allowed=gang),
+        Access("delete", "podgroups", "scheduling.x-k8s.io", "other", gang and elsewhere),
+        Access(
+            "get", "customresourcedefinitions", "apiextensions.k8s.io", "cluster", gang, volcano_crd
+        ),
+        Access(
+            "get",
+            "customresourcedefinitions",
+            "apiextensions.k8s.io",
+            "cluster",
+            False,
+            "tfjobs.kubeflow.org",
+        ),
+        Access("list", "customresourcedefinitions", "apiextensions.k8s.io", "cluster", False),
         Access("create", "customresourcedefinitions", "apiextensions.k8s.io", "cluster", False),
-        Access("watch", "priorityclasses", "scheduling.k8s.io", where="cluster"),
+        Access("watch", "priorityclasses", "scheduling.k8s.io", where="cluster", allowed=False),
         Access("update", "leases", "coordination.k8s.io"),
         Access("create", "leases", "coordination.k8s.io", where="other", allowed=False),
         Access("list", "nodes", where="cluster", allowed=False),
@@ -218,6 +233,7 @@ def _review(user: str, access: Access, *, namespace: str) -> Obj:
                 "group": access.group,
                 "resource": resource,
                 "subresource": subresource,
+                "name": access.name,
             },
         },
     }
@@ -238,38 +254,56 @@ def _decisions(kubectl: Kubectl, reviews: list[Obj]) -> list[bool]:
 
 
 def _render_as(
-    overlay: str, *, prefix: str, namespace: str, workdir: Path, kubectl: Kubectl
+    overlay: str,
+    *,
+    prefix: str,
+    namespace: str,
+    workdir: Path,
+    kubectl: Kubectl,
+    components: tuple[str, ...] = (),
 ) -> list[Obj]:
-    """The overlay's objects as a user re-homing it would get them: renamed and re-namespaced."""
-    kustomization = {
+    """The overlay's objects as a user re-homing it would get them: renamed and re-namespaced,
+    with the given components of manifests/components."""
+    kustomization: Obj = {
         "namePrefix": prefix,
         "namespace": namespace,
         "resources": [os.path.relpath(OVERLAYS / overlay, workdir)],
     }
+    if components:
+        kustomization["components"] = [
+            os.path.relpath(ROOT / "manifests" / "components" / c, workdir) for c in components
+        ]
     (workdir / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
     return kubectl.render(workdir)
 
 
+@pytest.mark.parametrize("gang", [False, True], ids=["", "gang-scheduling"])
 @pytest.mark.parametrize("overlay", ["standalone", "namespaced"])
 def test_rbac_grants_each_operator_what_it_needs_and_no_more(
-    overlay: str, kubectl: Kubectl, tmp_path: Path
+    overlay: str, gang: bool, kubectl: Kubectl, tmp_path: Path
 ) -> None:
     namespace = _fresh_namespace(kubectl, stem=f"rbac-{overlay}", labels={})
     prefix = f"t{uuid.uuid4().hex[:6]}-"
-    rbac = [
-        o
-        for o in _render_as(
-            overlay, prefix=prefix, namespace=namespace, workdir=tmp_path, kubectl=kubectl
-        )
-        if o["kind"] in RBAC_KINDS
-    ]
+    rendered = _render_as(
+        overlay,
+        prefix=prefix,
+        namespace=namespace,
+        workdir=tmp_path,
+        kubectl=kubectl,
+        components=("gang-scheduling",) if gang else (),
+    )
+    rbac = [o for o in rendered if o["kind"] in RBAC_KINDS]
+    deployments = [o for o in rendered if o["kind"] == "Deployment"]
+    flags = [d["spec"]["template"]["spec"]["containers"][0]["args"] for d in deployments]
+    assert len(flags) == 3
+    assert all(("--gang-scheduler-name=volcano" in args) == gang for args in flags), flags
     manifest = yaml.safe_dump_all(rbac)
     kubectl("apply", "-f", "-", stdin=manifest)
     try:
         questions = [
             (operator, access)
             for operator in PLURALS
-            for access in _expectations(operator, namespaced=overlay == "namespaced")
+            for access in _expectations(operator, namespaced=overlay == "namespaced", gang=gang)
         ]
         reviews = [
             _review(f"system:serviceaccount:{namespace}:{prefix}{op}", a, namespace=namespace)
