@@ -26,10 +26,13 @@ COPY packages/common/pyproject.toml packages/common/
 COPY packages/tf_operator/pyproject.toml packages/tf_operator/
 COPY packages/pytorch_operator/pyproject.toml packages/pytorch_operator/
 COPY packages/mpi_operator/pyproject.toml packages/mpi_operator/
+COPY packages/testing/pyproject.toml packages/testing/
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --no-install-workspace
 
-# Then the four workspace packages, installed as wheels (not editable: /src is not copied on).
+# Then the four runtime workspace packages, installed as wheels (not editable: /src is not
+# copied on). The test kit (jobcontroller-testing, a dev dependency) is not installed, and the
+# jobcontroller wheel leaves jobcontroller/testing out.
 COPY packages/ packages/
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --no-editable

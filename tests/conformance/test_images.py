@@ -44,6 +44,11 @@ def test_operators_image_installs_the_dockerfiles_distributions() -> None:
         else:
             expected.add(_norm(re.split(r"[=<>; ]", line, maxsplit=1)[0]))
     assert {_norm(n) for n in images.operator_distributions(ROOT)} == expected
+    # The test kit stays out of production: not its distribution, not its files.
+    assert "jobcontroller-testing" not in expected
+    lib = images._operator_site(ROOT) / "app" / "lib"
+    assert (lib / "jobcontroller" / "controller.py").is_file()
+    assert not (lib / "jobcontroller" / "testing").exists()
 
 
 def test_operators_image_runs_as_non_root_with_the_console_scripts() -> None:

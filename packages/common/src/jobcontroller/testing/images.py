@@ -26,6 +26,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -469,12 +470,13 @@ def _operator_site(root: Path) -> Path:
     (partial.parent).mkdir(parents=True, exist_ok=True)
     req_file = partial.parent / (out.name + ".requirements.txt")
     req_file.write_text(reqs)
-    subprocess.run(
-        [uv, "build", "--all-packages", "--wheel", "--out-dir", str(wheels)],
-        cwd=root,
-        check=True,
-        capture_output=True,
-    )
+    for member in _runtime_members(uv, root):  # not the test kit (jobcontroller-testing)
+        subprocess.run(
+            [uv, "build", "--package", member, "--wheel", "--out-dir", str(wheels)],
+            cwd=root,
+            check=True,
+            capture_output=True,
+        )
     subprocess.run(
         [
             uv,
@@ -518,6 +520,26 @@ def _operator_site(root: Path) -> Path:
     req_file.unlink()
     partial.rename(out)
     return out
+
+
+def _runtime_members(uv: str, root: Path) -> list[str]:
+    """The workspace packages the operators need at run time (what `uv sync --no-dev` installs,
+    as the Dockerfile does)."""
+    exported = subprocess.run(
+        [uv, "export", "--frozen", "--no-dev", "--no-hashes", "--no-header", "--no-annotate"],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    members = []
+    for line in exported.splitlines():
+        if line.startswith("-e "):
+            text = (root / line[3:].strip() / "pyproject.toml").read_text()
+            match = re.search(r'^name\s*=\s*"([^"]+)"', text, re.M)
+            if match:
+                members.append(match.group(1))
+    return sorted(members)
 
 
 def operator_distributions(root: Path) -> set[str]:
