@@ -239,3 +239,34 @@ async def test_multi_worker_lab_job_succeeds(
     assert config["environment"] == "cloud"
     labels = {"job_namespace": ns, "framework": "tensorflow"}
     assert await operator.counter("training_operator_jobs_successful_total", **labels) == 1
+
+
+async def test_the_seed_jobs_story_is_in_the_log_at_info(
+    kube: KubeApi, operator: OperatorProcess, namespace: str
+) -> None:
+    """One line per thing that happened to the job, each carrying the job (namespace, name,
+    kind, uid) and the reconcile id, in keys log stacks read (msg, level, ts, logger);
+    creations counted per pass, not one line per pod."""
+    job = yaml.safe_load((SEEDS / "distributed-tensorflow-job.yaml").read_text())
+    job["metadata"]["name"] = "story"
+    simulate(job["spec"]["tfReplicaSpecs"]["Worker"]["template"], 0, run_for="2s")
+    done = await _run_to_success(kube, operator, namespace, job)
+    uid = done["metadata"]["uid"]
+    lines = [json.loads(line) for line in operator.log.read_text().splitlines() if line[:1] == "{"]
+    story = [e for e in lines if e.get("namespace") == namespace and e.get("name") == "story"]
+    assert story, operator.logs()
+    for entry in story:
+        assert {"msg", "level", "ts", "logger", "reconcile_id"} <= entry.keys(), entry
+        assert entry["kind"] == "TFJob" and entry["uid"] == uid, entry
+        assert entry["ts"].endswith("Z") and "T" in entry["ts"], entry
+        assert entry["level"] in ("info", "warning"), entry
+    messages = [e["msg"] for e in story]
+    created = [e["created"] for e in story if "created" in e]
+    assert sum(c.get("Pod", 0) for c in created) == 6, messages
+    assert sum(c.get("Service", 0) for c in created) == 6, messages
+    assert not [m for m in messages if m.startswith(("Created pod", "Created service"))]
+    for condition in ("Created", "Running", "Succeeded"):
+        assert f"condition {condition}: absent -> True" in messages, messages
+    exits = [e for e in story if e.get("reason") == "ExitedWithCode"]
+    assert exits, messages  # a worker that exited, with its code
+    print("\n".join(json.dumps(e) for e in story))

@@ -126,7 +126,7 @@ class OperatorProcess:
     async def start_serving(self) -> None:
         """Start and wait for the HTTP server's ports."""
         await self.start()
-        serving = await self.wait_log(lambda e: e.get("event") == "serving")
+        serving = await self.wait_log(lambda e: e.get("msg") == "serving")
         self.metrics_port, self.health_port = serving["metrics_port"], serving["health_port"]
 
     async def _read(self) -> None:

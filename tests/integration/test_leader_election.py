@@ -87,7 +87,7 @@ async def stamped_by(kube: KubeApi, namespace: str, name: str, proc: OperatorPro
 
 
 def identity_of(proc: OperatorProcess) -> str:
-    entry = next(e for e in proc.logs if e.get("event") == "waiting for leadership")
+    entry = next(e for e in proc.logs if e.get("msg") == "waiting for leadership")
     return str(entry["identity"])
 
 
@@ -107,7 +107,7 @@ async def test_one_leader_reconciles_and_the_standby_takes_over_after_sigkill(
     transitions = spec.get("leaseTransitions", 0)
 
     await leader.kill()  # SIGKILL: no release, the standby must wait out the lease
-    await follower.wait_log(lambda e: e.get("event") == "became leader", within=3 + 15)
+    await follower.wait_log(lambda e: e.get("msg") == "became leader", within=3 + 15)
     assert (await follower.readyz())["leader"] is True
     spec = await lease_spec(kube, namespace)
     assert spec["holderIdentity"] == identity_of(follower)
@@ -135,9 +135,9 @@ async def test_graceful_stop_hands_over_without_waiting_for_expiry(
     leader, follower = await start_pair(kubeconfig, namespace, processes)
     leader.signal(signal.SIGTERM)
     assert await leader.wait() == 0, leader.output()
-    released = next(e for e in leader.logs if e.get("event") == "lease released")
+    released = next(e for e in leader.logs if e.get("msg") == "lease released")
     assert released["level"] == "info"
-    await follower.wait_log(lambda e: e.get("event") == "became leader")
+    await follower.wait_log(lambda e: e.get("msg") == "became leader")
     assert (await lease_spec(kube, namespace))["holderIdentity"] == identity_of(follower)
     await stamped_by(kube, namespace, "handed-over", follower)
 
@@ -150,7 +150,7 @@ async def test_a_leader_that_sees_another_holder_stands_by_and_takes_the_lease_b
     op = replica(kubeconfig, namespace)
     processes.append(op)
     await op.start_serving()
-    await op.wait_log(lambda e: e.get("event") == "workers started")
+    await op.wait_log(lambda e: e.get("msg") == "workers started")
     for _ in range(20):  # the leader renews every 0.5 s, so our write may conflict
         lease = await kube.get(LEASES, LEASE, namespace=namespace)
         lease["spec"]["holderIdentity"] = "usurper"
@@ -160,16 +160,14 @@ async def test_a_leader_that_sees_another_holder_stands_by_and_takes_the_lease_b
         except ApiError as exc:
             if not exc.is_conflict:
                 raise
-    await op.wait_log(lambda e: e.get("event") == "workers stopped; rejoining the election")
-    lost = next(e for e in op.logs if e.get("event") == "leadership lost")
+    await op.wait_log(lambda e: e.get("msg") == "workers stopped; rejoining the election")
+    lost = next(e for e in op.logs if e.get("msg") == "leadership lost")
     assert "usurper" in lost["why"]
-    events = [e.get("event") for e in op.logs]
+    events = [e.get("msg") for e in op.logs]
     assert "lease released" not in events
     assert "manager stopped" not in events
     # The usurper never renews: after its lease duration the standby takes over again.
-    first = [e for e in op.logs if e.get("event") == "became leader"]
-    await op.wait_log(
-        lambda e: e.get("event") == "became leader" and all(e is not f for f in first)
-    )
+    first = [e for e in op.logs if e.get("msg") == "became leader"]
+    await op.wait_log(lambda e: e.get("msg") == "became leader" and all(e is not f for f in first))
     assert (await lease_spec(kube, namespace))["holderIdentity"] == identity_of(op)
     await stamped_by(kube, namespace, "after-usurper", op)

@@ -43,7 +43,7 @@ async def test_operator_reconciles_serves_probes_and_records_events(
     op = OperatorProcess(*common_args(kubeconfig, namespace))
     processes.append(op)
     await op.start_serving()
-    await op.wait_log(lambda e: e.get("event") == "workers started")
+    await op.wait_log(lambda e: e.get("msg") == "workers started")
     assert await op.readyz() == {
         "synced": True,
         "leader": True,  # no election: every replica reconciles
@@ -67,7 +67,7 @@ async def test_operator_reconciles_serves_probes_and_records_events(
     assert [(e["reason"], e["source"]["component"]) for e in events] == [
         ("Stamped", "dummy-operator")
     ]
-    stamped = await op.wait_log(lambda e: e.get("event") == "stamped")
+    stamped = await op.wait_log(lambda e: e.get("msg") == "stamped")
     assert stamped["controller"] == "stamp-controller"
     assert stamped["key"] == f"{namespace}/one"
     assert stamped["reconcile_id"]
@@ -90,14 +90,14 @@ async def test_sigterm_lets_the_in_flight_reconcile_finish_then_exits_zero(
     op = OperatorProcess(*common_args(kubeconfig, namespace), "--reconcile-delay=1.5")
     processes.append(op)
     await op.start_serving()
-    await op.wait_log(lambda e: e.get("event") == "workers started")
+    await op.wait_log(lambda e: e.get("msg") == "workers started")
     await kube.create(CONFIGMAPS, configmap("slow"), namespace=namespace)
-    await op.wait_log(lambda e: e.get("event") == "stamping")
+    await op.wait_log(lambda e: e.get("msg") == "stamping")
     op.signal(signal.SIGTERM)
     assert await op.wait() == 0, op.output()
     cm = await kube.get(CONFIGMAPS, "slow", namespace=namespace)
     assert cm["metadata"]["annotations"][STAMP] == str(op.pid)
-    drained = [e["event"] for e in op.logs]
+    drained = [e["msg"] for e in op.logs]
     assert drained.index("stamped") < drained.index("manager stopped")
 
 
@@ -108,7 +108,7 @@ async def test_a_fatal_startup_error_exits_non_zero_with_a_clear_log(
     processes.append(op)
     await op.start()
     assert await op.wait() == 1
-    fatal = [e for e in op.logs if e.get("event") == "exiting: fatal error"]
+    fatal = [e for e in op.logs if e.get("msg") == "exiting: fatal error"]
     assert fatal and fatal[0]["level"] == "critical"
 
 

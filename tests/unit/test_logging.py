@@ -35,12 +35,12 @@ def test_json_lines_carry_level_logger_utc_timestamp_and_bound_context() -> None
     with structlog.contextvars.bound_contextvars(controller="tfjob-controller", key="ns/a"):
         structlog.get_logger("jobcontroller.test").info("reconciled", pods=3)
     [entry] = lines(out)
-    assert entry["event"] == "reconciled"
+    assert entry["msg"] == "reconciled"
     assert entry["pods"] == 3
     assert entry["level"] == "info"
     assert entry["logger"] == "jobcontroller.test"
     assert entry["controller"] == "tfjob-controller" and entry["key"] == "ns/a"
-    assert entry["timestamp"].endswith("Z") and "T" in entry["timestamp"]
+    assert entry["ts"].endswith("Z") and "T" in entry["ts"]
 
 
 def test_stdlib_library_logs_use_the_same_renderer() -> None:
@@ -49,7 +49,7 @@ def test_stdlib_library_logs_use_the_same_renderer() -> None:
     with structlog.contextvars.bound_contextvars(reconcile_id="r1"):
         logging.getLogger("kubernetes_asyncio.config").warning("token %s expired", "abc")
     [entry] = lines(out)
-    assert entry["event"] == "token abc expired"
+    assert entry["msg"] == "token abc expired"
     assert entry["level"] == "warning"
     assert entry["logger"] == "kubernetes_asyncio.config"
     assert entry["reconcile_id"] == "r1"
@@ -61,7 +61,7 @@ def test_level_filters_both_kinds_of_logger() -> None:
     structlog.get_logger("a").info("hidden")
     logging.getLogger("b").info("hidden too")
     structlog.get_logger("a").error("shown")
-    assert [e["event"] for e in lines(out)] == ["shown"]
+    assert [e["msg"] for e in lines(out)] == ["shown"]
 
 
 def test_exceptions_are_rendered_into_the_json_line() -> None:

@@ -24,7 +24,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import logging
 import os
+import re
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -64,6 +67,32 @@ from jobcontroller.runtime.workqueue import WorkQueue
 __all__ = ["LABEL_JOB_NAME", "JobController", "pod_group_resource"]
 
 log = structlog.get_logger(__name__)
+_DEBUG = logging.getLogger(__name__)
+
+#: Events about one created or deleted object: the log counts them per pass instead.
+_COUNTED_REASON = re.compile(r"^Successful(Create|Delete)(?!Job$)")
+
+
+def _counted(done: Mapping[str, int]) -> str:
+    """``{"Pod": 4, "Service": 1}`` -> ``"4 pods, 1 service"``."""
+    return ", ".join(f"{n} {kind.lower()}{'s' if n != 1 else ''}" for kind, n in done.items())
+
+
+def _log_condition_changes(old: Obj, new: Obj) -> None:
+    """One info line per condition whose status changed (or appeared) in a status write."""
+    before = {c.get("type"): c for c in old.get("conditions") or ()}
+    for cond in new.get("conditions") or ():
+        previous = before.get(cond.get("type"))
+        was = previous.get("status") if previous else None
+        if was == cond.get("status"):
+            continue
+        log.info(
+            f"condition {cond.get('type')}: {was or 'absent'} -> {cond.get('status')}",
+            condition=cond.get("type"),
+            reason=cond.get("reason"),
+            message=cond.get("message"),
+        )
+
 
 LABEL_JOB_NAME = "training.kubeflow.org/job-name"
 MANAGED_BY_US = "kubeflow.org/training-operator"
@@ -188,6 +217,8 @@ class JobController:
         # The job as returned by this reconcile's own patch of it (the restart ledger), by key;
         # one worker per key, so a reconcile only ever sees its own entry.
         self._patched_jobs: dict[str, Obj] = {}
+        # Objects this pass created and deleted, per job key, for one log line per pass.
+        self._tally: dict[str, Counter[tuple[str, str]]] = {}
         # Objects outside the caches that a create ran into, by job key then (kind, name).
         self._foreign: dict[str, dict[tuple[str, str], Obj]] = {}
         # The latest run of identical creation failures, by job key (one entry per job at
@@ -411,8 +442,15 @@ class JobController:
             if raw is None:
                 self._forget(key)
                 return None
+        with structlog.contextvars.bound_contextvars(uid=raw["metadata"].get("uid")):
+            return await self._reconcile_job(key, raw)
+
+    async def _reconcile_job(self, key: str, raw: Obj) -> float | None:
         now = self._clock()
-        result = plan(self, raw, self.observe(raw), now=now, config=self.config)
+        observed = self.observe(raw)
+        result = plan(self, raw, observed, now=now, config=self.config)
+        if _DEBUG.isEnabledFor(logging.DEBUG):  # the summary costs a little; only when shown
+            self._log_plan(raw, observed, result)
         finishing = result.status is not None and is_finished(result.status) and not _finished(raw)
         if finishing:
             assert result.status is not None
@@ -442,6 +480,21 @@ class JobController:
                 )
         return result.requeue_after
 
+    def _log_plan(self, raw: Obj, observed: Observed, result: Plan) -> None:
+        """At debug, what the plan decided: actions by kind, timers, events, cache sizes."""
+        actions = Counter(f"{type(a).__name__}:{getattr(a, 'kind', '')}" for a in result.actions)
+        log.debug(
+            "planned",
+            actions=dict(actions),
+            requeue_after=result.requeue_after,
+            status_changed=result.status is not None
+            and result.status.to_dict() != (raw.get("status") or {}),
+            events=[e.reason for e in result.events],
+            pods=len(observed.pods),
+            services=len(observed.services),
+            cached={name: len(informer.store) for name, informer in self._informers.items()},
+        )
+
     def _report(self, job: Obj, result: Plan) -> None:
         """The plan's events and metrics. DELETED is counted by the deletion itself: a failed
         one is planned (and was counted) again on every retry."""
@@ -456,11 +509,19 @@ class JobController:
             return []
         creates = [a for a in actions if isinstance(a, CreateObject)]
         others = [a for a in actions if not isinstance(a, CreateObject)]
-        results = await asyncio.gather(
-            *(self._act(key, job, action) for action in others),
-            self._create_in_batches(key, job, creates),
-            return_exceptions=True,
-        )
+        self._tally[key] = tally = Counter[tuple[str, str]]()
+        try:
+            results = await asyncio.gather(
+                *(self._act(key, job, action) for action in others),
+                self._create_in_batches(key, job, creates),
+                return_exceptions=True,
+            )
+        finally:
+            del self._tally[key]
+        for verb in ("created", "deleted"):
+            done = {kind: n for (v, kind), n in sorted(tally.items()) if v == verb}
+            if done:  # one line per pass, not one per object, for a job of any size
+                log.info(f"{verb} {_counted(done)}", **{verb: done})
         errors: list[Exception] = []
         for r in results:
             if isinstance(r, list):
@@ -573,6 +634,7 @@ class JobController:
         except Exception:
             self.expectations.lower_creations(exp, 1)
             raise
+        self._tally_done(key, "created", action.kind)
         self._record(
             job,
             Event(
@@ -708,6 +770,7 @@ class JobController:
         except Exception:
             self.expectations.lower_deletions(exp, 1)
             raise
+        self._tally_done(key, "deleted", action.kind)
         self._record(
             job,
             Event(
@@ -758,6 +821,7 @@ class JobController:
                 return False
             raise
         self._cache_own_write(job, written)
+        _log_condition_changes(job.get("status") or {}, new)
         return True
 
     def _cache_own_write(self, job: Obj, written: Obj) -> None:
@@ -779,7 +843,17 @@ class JobController:
 
     # ------------------------------------------------------------------ events and metrics
 
+    def _tally_done(self, key: str, verb: str, kind: str) -> None:
+        tally = self._tally.get(key)
+        if tally is not None:
+            tally[(verb, kind)] += 1
+
     def _record(self, job: Obj, event: Event) -> None:
+        """Record the Event and tell the job's story in the log: every Event at info (Warnings
+        at warning) but the per-object creations and deletions, which the pass counts."""
+        if not _COUNTED_REASON.match(event.reason):
+            say = log.warning if event.type == "Warning" else log.info
+            say(event.message, reason=event.reason)
         if self._events is not None:
             self._events.record(
                 job,

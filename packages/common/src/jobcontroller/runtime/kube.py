@@ -493,7 +493,11 @@ class KubeApi:
                     raise
                 delay = retry_delay(attempt=attempt, settings=self.settings, retry_after=None)
                 log.info(
-                    "api.retry", method=method, path=path, error=repr(exc), delay=round(delay, 3)
+                    "API request failed in transit; retrying",
+                    method=method,
+                    path=path,
+                    error=repr(exc),
+                    delay=round(delay, 3),
                 )
                 await asyncio.sleep(delay)
                 continue
@@ -512,7 +516,15 @@ class KubeApi:
             delay = retry_delay(
                 attempt=attempt, settings=self.settings, retry_after=err.retry_after
             )
-            log.info("api.retry", method=method, path=path, status=status, delay=round(delay, 3))
+            # A 429 is the API server's flow control asking for patience (at start-up every
+            # informer lists at once): routine, so debug; a 5xx is worth an info line.
+            (log.debug if status == 429 else log.info)(
+                "API server asked to retry" if status == 429 else "API request failed; retrying",
+                method=method,
+                path=path,
+                status=status,
+                delay=round(delay, 3),
+            )
             await asyncio.sleep(delay)
 
     async def _send(

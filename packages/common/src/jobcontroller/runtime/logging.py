@@ -31,7 +31,8 @@ _HANDLER_NAME = "jobcontroller"
 def configure_logging(*, fmt: LogFormat, level: str, stream: TextIO | None = None) -> None:
     """Configure structlog and stdlib logging for the whole process.
 
-    ``fmt="json"`` writes one JSON object per line (what log collectors want); ``"console"``
+    ``fmt="json"`` writes one JSON object per line (what log collectors want), with the keys
+    ``msg``, ``level``, ``ts`` (RFC 3339, UTC) and ``logger`` plus the bound context; ``"console"``
     writes aligned, coloured-if-a-tty lines for people. ``level`` is one of
     :data:`LOG_LEVELS`. ``stream`` defaults to stderr, where Kubernetes collects it.
     Safe to call again: the previous handler is replaced.
@@ -46,23 +47,28 @@ def configure_logging(*, fmt: LogFormat, level: str, stream: TextIO | None = Non
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.stdlib.PositionalArgumentsFormatter(),
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        # RFC 3339 in UTC; `ts` in JSON, as zap (the Go operators' logger) and most log
+        # stacks' defaults name it; the console renderer looks for `timestamp`.
+        structlog.processors.TimeStamper(
+            fmt="iso", utc=True, key="ts" if fmt == "json" else "timestamp"
+        ),
         structlog.processors.StackInfoRenderer(),
     ]
-    renderer: Processor
+    rendering: list[Processor]
     if fmt == "json":
         # The console renderer formats exc_info itself (and warns if it was done before).
         shared.append(structlog.processors.format_exc_info)
-        renderer = structlog.processors.JSONRenderer()
+        # structlog calls the message `event`; log stacks (and zap's JSON) call it `msg`.
+        rendering = [structlog.processors.EventRenamer("msg"), structlog.processors.JSONRenderer()]
     elif fmt == "console":
         is_tty = (stream or sys.stderr).isatty()
-        renderer = structlog.dev.ConsoleRenderer(colors=is_tty)
+        rendering = [structlog.dev.ConsoleRenderer(colors=is_tty)]
     else:
         raise ValueError(f"unknown log format {fmt!r}; expected 'json' or 'console'")
 
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=shared,
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *rendering],
     )
     handler = logging.StreamHandler(stream if stream is not None else sys.stderr)
     handler.set_name(_HANDLER_NAME)
