@@ -51,6 +51,7 @@ lint: bootstrap
 	$(PY) ruff format --check .
 	$(PY) mypy
 	$(PY) python hack/gen-crds.py --check
+	$(PY) python hack/gen-dashboard.py --check
 
 format: bootstrap
 	$(PY) ruff check --fix .

@@ -84,7 +84,7 @@ async def main(jobs: int, workers: int) -> None:
                 )
                 requests: dict[str, float] = {}
                 for metric in op.metrics.registry.collect():
-                    if metric.name == "rest_client_requests":
+                    if metric.name == "jobcontroller_api_requests":
                         for s in metric.samples:
                             if s.name.endswith("_total"):
                                 verb = s.labels["verb"]

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anchor_metrics
 import pytest
 import pytest_asyncio
 import yaml
@@ -127,7 +128,7 @@ def _forbidden_requests(metrics: str) -> list[str]:
     return [
         line
         for line in metrics.splitlines()
-        if line.startswith("rest_client_requests_total") and 'code="403"' in line
+        if line.startswith("jobcontroller_api_requests_total") and 'code="403"' in line
     ]
 
 
@@ -288,9 +289,25 @@ async def test_operator_completes_a_job_with_only_its_manifest_rbac(
         # where the API server refuses new pods and events with 403 ("being terminated"): the
         # metrics cannot tell those apart, so they judge every other resource, and the log
         # (API errors carry the job's namespace) judges the job's own namespace.
-        after = _forbidden_requests(_metrics(command.metrics_port))
+        scraped = _metrics(command.metrics_port)
+        after = _forbidden_requests(scraped)
         assert _other_than_pods_and_events(after) == _other_than_pods_and_events(before)
         assert _forbidden_in(log, namespace=ns) == []
+        # The anchors' metric names and label sets, so their dashboards keep working.
+        expected = dict(anchor_metrics.TRAINING_OPERATOR)
+        if operator == "mpi-operator":
+            expected |= anchor_metrics.MPI_OPERATOR
+        assert anchor_metrics.mismatches(scraped, expected) == []
+        for name in anchor_metrics.AFTER_A_JOB:
+            assert anchor_metrics.has_sample(scraped, name, job_namespace=ns), name
+        if operator == "mpi-operator":
+            assert anchor_metrics.has_sample(scraped, "mpi_operator_jobs_successful_total")
+        # Every metric the dashboard and the alerts query is one this operator exports (the
+        # mpi_operator_* ones only the MPI operator).
+        queried = anchor_metrics.monitoring_metrics()
+        if operator != "mpi-operator":
+            queried = {m for m in queried if not m.startswith("mpi_operator_")}
+        assert queried - anchor_metrics.families(scraped) == set()
     finally:
         proc.terminate()
         proc.wait(30)

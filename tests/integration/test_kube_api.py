@@ -184,6 +184,6 @@ async def test_list_follows_pages(kubeconfig: str, namespace: str) -> None:
     assert all(i["kind"] == "ConfigMap" for i in items)
     assert rv
     gets = metrics.registry.get_sample_value(
-        "rest_client_requests_total", {"verb": "GET", "resource": "configmaps", "code": "200"}
+        "jobcontroller_api_requests_total", {"verb": "GET", "resource": "configmaps", "code": "200"}
     )
     assert gets == 4  # 2 + 2 + 2 + 1

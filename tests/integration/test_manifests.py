@@ -27,7 +27,7 @@ from jobcontroller.testing.binaries import find_binaries
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = ROOT / "manifests" / "overlays"
-SERVICEMONITOR_CRD = ROOT / "tests" / "data" / "servicemonitor-crd.yaml"
+PROMETHEUS_OPERATOR_CRDS = ROOT / "tests" / "data" / "prometheus-operator-crds.yaml"
 RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
 PLURALS = {"tf-operator": "tfjobs", "pytorch-operator": "pytorchjobs", "mpi-operator": "mpijobs"}
 
@@ -76,12 +76,12 @@ def kubeflow_namespace(kubectl: Kubectl) -> str:
 
 
 @pytest.fixture(scope="module")
-def servicemonitor_crd(kubectl: Kubectl) -> Iterator[None]:
-    kubectl("apply", "-f", str(SERVICEMONITOR_CRD))
-    name = "crd/servicemonitors.monitoring.coreos.com"
-    kubectl("wait", "--for=condition=Established", "--timeout=60s", name)
+def prometheus_operator_crds(kubectl: Kubectl) -> Iterator[None]:
+    kubectl("apply", "-f", str(PROMETHEUS_OPERATOR_CRDS))
+    names = [f"crd/{p}.monitoring.coreos.com" for p in ("servicemonitors", "prometheusrules")]
+    kubectl("wait", "--for=condition=Established", "--timeout=60s", *names)
     yield
-    kubectl("delete", "--wait=false", "--ignore-not-found", name)
+    kubectl("delete", "--wait=false", "--ignore-not-found", *names)
 
 
 def _fresh_namespace(kubectl: Kubectl, *, stem: str, labels: dict[str, str]) -> str:
@@ -105,7 +105,7 @@ def test_overlay_passes_a_server_side_dry_run(
     overlay: str, kubectl: Kubectl, kubeflow_namespace: str, request: pytest.FixtureRequest
 ) -> None:
     if overlay == "monitoring":
-        request.getfixturevalue("servicemonitor_crd")
+        request.getfixturevalue("prometheus_operator_crds")
     expected = {
         (o["kind"].lower(), o["metadata"]["name"]) for o in kubectl.render(OVERLAYS / overlay)
     }
@@ -263,7 +263,7 @@ def _render_as(
     components: tuple[str, ...] = (),
 ) -> list[Obj]:
     """The overlay's objects as a user re-homing it would get them: renamed and re-namespaced,
-    with the given components of manifests/components."""
+    with the given components (paths under manifests/)."""
     kustomization: Obj = {
         "namePrefix": prefix,
         "namespace": namespace,
@@ -271,10 +271,35 @@ def _render_as(
     }
     if components:
         kustomization["components"] = [
-            os.path.relpath(ROOT / "manifests" / "components" / c, workdir) for c in components
+            os.path.relpath(ROOT / "manifests" / c, workdir) for c in components
         ]
     (workdir / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
     return kubectl.render(workdir)
+
+
+@pytest.mark.parametrize("overlay", ["standalone", "namespaced"])
+def test_monitoring_is_a_component_of_either_flavour(
+    overlay: str, kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """ServiceMonitors, alerts and the dashboard come with whichever overlay adds them, and
+    move with it when it is re-homed."""
+    rendered = _render_as(
+        overlay,
+        prefix="p-",
+        namespace="ops",
+        workdir=tmp_path,
+        kubectl=kubectl,
+        components=("monitoring",),
+    )
+    kinds = [o["kind"] for o in rendered]
+    assert kinds.count("ServiceMonitor") == 3 and kinds.count("PrometheusRule") == 1
+    [dashboard] = [o for o in rendered if o["kind"] == "ConfigMap"]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(dashboard["data"]["kubeflow-operators-py.json"])["panels"]
+    monitoring = [
+        o for o in rendered if o["kind"] in ("ServiceMonitor", "PrometheusRule", "ConfigMap")
+    ]
+    assert {o["metadata"]["namespace"] for o in monitoring} == {"ops"}
 
 
 @pytest.mark.parametrize("gang", [False, True], ids=["", "gang-scheduling"])
@@ -290,7 +315,7 @@ def test_rbac_grants_each_operator_what_it_needs_and_no_more(
         namespace=namespace,
         workdir=tmp_path,
         kubectl=kubectl,
-        components=("gang-scheduling",) if gang else (),
+        components=("components/gang-scheduling",) if gang else (),
     )
     rbac = [o for o in rendered if o["kind"] in RBAC_KINDS]
     deployments = [o for o in rendered if o["kind"] == "Deployment"]

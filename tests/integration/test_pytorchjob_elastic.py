@@ -61,7 +61,7 @@ def has_condition(job: dict[str, Any] | None, ctype: str) -> bool:
 
 def hpa_patches(op: RunningController) -> float:
     return op.counter(
-        "rest_client_requests_total",
+        "jobcontroller_api_requests_total",
         verb="PATCH",
         resource="horizontalpodautoscalers.autoscaling",
         code="200",

@@ -87,7 +87,7 @@ async def test_probes_and_metrics_on_separate_ports(
         status, text = await fetch(server.metrics_port, "/metrics")
         assert status == 200
         assert any(
-            line.startswith("rest_client_requests_total{") and 'resource="configmaps"' in line
+            line.startswith("jobcontroller_api_requests_total{") and 'resource="configmaps"' in line
             for line in text.splitlines()
         )
         assert "workqueue_depth" in text

@@ -129,7 +129,7 @@ class TestRetries:
         assert obj["metadata"]["name"] == "a"
         assert len(server.seen) == 3
         sample = metrics.registry.get_sample_value(
-            "rest_client_requests_total",
+            "jobcontroller_api_requests_total",
             {"verb": "GET", "resource": "configmaps", "code": "503"},
         )
         assert sample == 1.0

@@ -347,7 +347,7 @@ def test_metrics_are_reported_under_the_queue_name() -> None:
     metrics = Metrics(CollectorRegistry())
 
     def sample(name: str) -> float | None:
-        return metrics.registry.get_sample_value(name, {"name": "jobs"})
+        return metrics.registry.get_sample_value(name, {"name": "jobs", "controller": "jobs"})
 
     async def main() -> None:
         limiter = ItemExponentialFailureRateLimiter[str](base=1.0)

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import structlog
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from jobcontroller.api.common import JobModel, JobStatus
 from jobcontroller.core.conditions import is_finished
@@ -76,6 +77,29 @@ _COUNTED_REASON = re.compile(r"^Successful(Create|Delete)(?!Job$)")
 def _counted(done: Mapping[str, int]) -> str:
     """``{"Pod": 4, "Service": 1}`` -> ``"4 pods, 1 service"``."""
     return ", ".join(f"{n} {kind.lower()}{'s' if n != 1 else ''}" for kind, n in done.items())
+
+
+def _phase(pod: Obj) -> str:
+    return str((pod.get("status") or {}).get("phase") or "")
+
+
+def _parse_time(value: Any) -> float | None:
+    """An RFC 3339 timestamp as epoch seconds, None when absent or malformed."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _state_of(job: Obj) -> tuple[str, float | None]:
+    """The job's state (its last True condition; Pending before it has one) and since when."""
+    meta = job.get("metadata") or {}
+    for cond in reversed((job.get("status") or {}).get("conditions") or ()):
+        if cond.get("status") == "True":
+            return str(cond.get("type")), _parse_time(cond.get("lastTransitionTime"))
+    return "Pending", _parse_time(meta.get("creationTimestamp"))
 
 
 def _log_condition_changes(old: Obj, new: Obj) -> None:
@@ -307,6 +331,8 @@ class JobController:
             on_delete=self._job_deleted,
         )
         self._informers["job"] = jobs
+        if self._metrics is not None:
+            self._metrics.on_scrape(self._job_families)
         for kind, resource in self._resources.items():
             informer = manager.informer(
                 resource,
@@ -324,6 +350,14 @@ class JobController:
             # A deletion is observed when the object starts terminating, as upstream
             # controllers count it: a pod held by a finalizer or a long grace period must not
             # keep its job from being planned until the expectation expires.
+            failed_now = _phase(new) == "Failed" != _phase(old)
+            if (
+                kind == POD
+                and self._metrics is not None
+                and failed_now
+                and self._controlled_here(new)
+            ):
+                self._metrics.failed_pods.inc()
             uid = str((new.get("metadata") or {}).get("uid") or "")
             starts = _is_terminating(new) and not _is_terminating(old) and bool(uid)
             if starts:
@@ -460,7 +494,16 @@ class JobController:
             if not await self._write_status(raw, result.status):
                 return None  # a newer job is on its way to the cache; plan from that one
             self._report(raw, result)
-        errors = await self._execute(key, raw, result.actions)
+        # Time to the first pod: no pod yet, and none ever ran (not a restart or a resumption).
+        first_pods = not observed.pods and not any(
+            c.get("type") == "Running" for c in (raw.get("status") or {}).get("conditions") or ()
+        )
+        errors, done = await self._execute(key, raw, result.actions)
+        if first_pods and done[("created", POD)] and self._metrics is not None:
+            created = _parse_time(raw["metadata"].get("creationTimestamp"))
+            if created is not None:
+                waited = max(0.0, self._clock().timestamp() - created)
+                self._metrics.job_first_pod.labels(self.framework_name).observe(waited)
         patched = self._patched_jobs.pop(key, None)
         if not finishing:
             self._report(raw, result)
@@ -502,11 +545,13 @@ class JobController:
             self._record(job, event)
         self._count(job, tuple(m for m in result.metrics if m != JobMetric.DELETED))
 
-    async def _execute(self, key: str, job: Obj, actions: tuple[Action, ...]) -> list[Exception]:
+    async def _execute(
+        self, key: str, job: Obj, actions: tuple[Action, ...]
+    ) -> tuple[list[Exception], Counter[tuple[str, str]]]:
         """Carry out ``actions`` concurrently, creations in slow-start batches; returns the
-        errors (already reported)."""
+        errors (already reported) and what was created and deleted, by (verb, kind)."""
         if not actions:
-            return []
+            return [], Counter()
         creates = [a for a in actions if isinstance(a, CreateObject)]
         others = [a for a in actions if not isinstance(a, CreateObject)]
         self._tally[key] = tally = Counter[tuple[str, str]]()
@@ -530,7 +575,7 @@ class JobController:
                 errors.append(r)
             elif isinstance(r, BaseException):
                 raise r
-        return errors
+        return errors, tally
 
     async def _create_in_batches(
         self, key: str, job: Obj, creates: list[CreateObject]
@@ -623,6 +668,8 @@ class JobController:
             # our caches cannot show: the job's own from before a swap (adopted), or another's.
             if exc.is_already_exists and await self._adopt_or_note_foreign(key, job, action, ns):
                 return
+            if action.kind == SERVICE and self._metrics is not None:
+                self._metrics.failed_service_creation.inc()
             self._warn(
                 job,
                 f"FailedCreate{action.kind}",
@@ -635,6 +682,7 @@ class JobController:
             self.expectations.lower_creations(exp, 1)
             raise
         self._tally_done(key, "created", action.kind)
+        self._count_object(action.kind, created=True)
         self._record(
             job,
             Event(
@@ -771,6 +819,7 @@ class JobController:
             self.expectations.lower_deletions(exp, 1)
             raise
         self._tally_done(key, "deleted", action.kind)
+        self._count_object(action.kind, created=False)
         self._record(
             job,
             Event(
@@ -822,6 +871,7 @@ class JobController:
             raise
         self._cache_own_write(job, written)
         _log_condition_changes(job.get("status") or {}, new)
+        self._observe_waits(job, job.get("status") or {}, new)
         return True
 
     def _cache_own_write(self, job: Obj, written: Obj) -> None:
@@ -866,6 +916,74 @@ class JobController:
     def _warn(self, job: Obj, reason: str, message: str) -> None:
         self._record(job, Event("Warning", reason, message))
 
+    def _count_object(self, kind: str, *, created: bool) -> None:
+        """The training-operator's object counters."""
+        m = self._metrics
+        if m is None:
+            return
+        counter = {
+            (POD, True): m.created_pods,
+            (POD, False): m.deleted_pods,
+            (SERVICE, True): m.succeeded_service_creation,
+            (POD_GROUP, True): m.created_pod_groups,
+            (POD_GROUP, False): m.deleted_pod_groups,
+        }.get((kind, created))
+        if counter is not None:
+            counter.inc()
+
+    def _controlled_here(self, obj: Obj) -> bool:
+        refs = (obj.get("metadata") or {}).get("ownerReferences") or ()
+        return any(r.get("controller") and r.get("kind") == self.model.KIND for r in refs)
+
+    def _observe_waits(self, job: Obj, old: Obj, new: Obj) -> None:
+        """What users wait for, at the status write that shows it: Running for the first time
+        (creation to Running) and the end (start to completion, by final state)."""
+        m = self._metrics
+        if m is None:
+            return
+        was = {c.get("type") for c in old.get("conditions") or () if c.get("status") == "True"}
+        now = {c.get("type"): c for c in new.get("conditions") or () if c.get("status") == "True"}
+        created = _parse_time((job.get("metadata") or {}).get("creationTimestamp"))
+        running = now.get("Running")
+        ever_ran = any(c.get("type") == "Running" for c in old.get("conditions") or ())
+        if running is not None and not ever_ran and created is not None:
+            at = _parse_time(running.get("lastTransitionTime"))
+            if at is not None:
+                m.job_queue_wait.labels(self.framework_name).observe(max(0.0, at - created))
+        for state in ("Succeeded", "Failed"):
+            if state in now and state not in was:
+                start = _parse_time(new.get("startTime")) or created
+                end = _parse_time(new.get("completionTime"))
+                if start is not None and end is not None:
+                    m.job_duration.labels(self.framework_name, state).observe(max(0.0, end - start))
+
+    def _job_families(self) -> list[Metric]:
+        """Jobs by state (the last True condition, as the anchors' State column shows it) and
+        how long the longest-waiting one has been in it, from the cache at scrape time."""
+        jobs = GaugeMetricFamily(
+            "jobcontroller_jobs",
+            "Jobs in the cache by current state",
+            labels=["framework", "state"],
+        )
+        oldest = GaugeMetricFamily(
+            "jobcontroller_job_state_oldest_seconds",
+            "Seconds the job longest in each state has been in it",
+            labels=["framework", "state"],
+        )
+        counts: Counter[str] = Counter()
+        ages: dict[str, float] = {}
+        now = self._clock().timestamp()
+        for job in self._informers["job"].store.list():
+            state, since = _state_of(job)
+            counts[state] += 1
+            if since is not None:
+                ages[state] = max(ages.get(state, 0.0), now - since)
+        for state, n in sorted(counts.items()):
+            jobs.add_metric([self.framework_name, state], n)
+            if state in ages:
+                oldest.add_metric([self.framework_name, state], ages[state])
+        return [jobs, oldest]
+
     def _count(self, job: Obj, metrics: tuple[JobMetric, ...]) -> None:
         if self._metrics is None or not metrics:
             return
@@ -882,3 +1000,8 @@ class JobController:
         }
         for m in metrics:
             counters[m].labels(**labels).inc()
+        self.counted(job, metrics)
+
+    def counted(self, job: Obj, metrics: tuple[JobMetric, ...]) -> None:
+        """After the training_operator_jobs_* counters moved: a framework with metrics of its
+        own (mpi-operator's) counts them here. The default does nothing."""

@@ -32,6 +32,7 @@ from jobcontroller import (
     Event,
     GangFlavor,
     JobController,
+    JobMetric,
     LifecycleWords,
     Obj,
     Observed,
@@ -74,6 +75,7 @@ from mpi_operator.launcher import (
     launcher_template,
     pod_reason,
 )
+from mpi_operator.metrics import MPIOperatorMetrics
 from mpi_operator.ssh import has_key_pair, secret_name, ssh_secret, with_key_pair
 
 __all__ = ["MPIJobController"]
@@ -110,6 +112,27 @@ class MPIJobController(JobController):
     controller_name = OPERATOR_NAME
     event_component = "mpi-job-controller"  # mpi-operator v0.8's controllerAgentName
     owned_resources = {CONFIG_MAP: CONFIGMAPS, SECRET: SECRETS, JOB: JOBS}
+    mpi_metrics: MPIOperatorMetrics | None = None
+
+    def setup(self, manager: Any, queue: Any) -> None:
+        super().setup(manager, queue)
+        metrics = manager.metrics
+        if metrics is None:
+            return
+        elector = manager.elector
+        jobs, launchers = self._informers["job"].store, self._informers[JOB].store
+        self.mpi_metrics = MPIOperatorMetrics(
+            metrics.registry,
+            jobs=jobs.list,
+            launcher_exists=lambda ns, name: launchers.get(ns, name) is not None,
+            # Without leader election the one replica leads, as mpi-operator sets it.
+            is_leader=(lambda: True) if elector is None else elector.holds_lease,
+        )
+        metrics.on_scrape(self.mpi_metrics.families)
+
+    def counted(self, job: Obj, metrics: tuple[JobMetric, ...]) -> None:
+        if self.mpi_metrics is not None:
+            self.mpi_metrics.counted(metrics)
 
     # ------------------------------------------------------------------ base hooks
 

@@ -42,6 +42,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
+from urllib.parse import urlsplit
 
 import aiohttp
 import aiohttp.helpers
@@ -222,6 +223,7 @@ class KubeApi:
         self._config: Configuration = api_client.configuration
         self._rest = api_client.rest_client
         self._host = str(self._config.host).rstrip("/")
+        self._host_label = urlsplit(self._host).netloc  # client-go's `host` label: host:port
         _resolve_environment_once(self._rest, self._host)
         self._bucket = TokenBucket(qps, burst) if qps > 0 else None
         self._metrics = metrics
@@ -581,6 +583,9 @@ class KubeApi:
         finally:
             if self._metrics is not None:
                 self._metrics.api_requests.labels(verb, path_resource_label(path), code).inc()
+                self._metrics.rest_client_requests.labels(
+                    "<error>" if code == "error" else code, method, self._host_label
+                ).inc()
 
 
 def _resolve_environment_once(rest: Any, host: str) -> None:

@@ -38,12 +38,13 @@ from typing import Any, Protocol
 
 import aiohttp
 import structlog
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from jobcontroller.runtime.events import EventRecorder
 from jobcontroller.runtime.informer import Informer, Transform, strip_managed_fields
 from jobcontroller.runtime.kube import ApiError, KubeApi, NotLeader, Resource
 from jobcontroller.runtime.leader import LeaderElector, LeadershipLost
-from jobcontroller.runtime.metrics import Metrics
+from jobcontroller.runtime.metrics import RECONCILE_RESULTS, Metrics
 from jobcontroller.runtime.workqueue import QueueShutDown, WorkQueue
 
 __all__ = ["Controller", "Manager"]
@@ -122,6 +123,8 @@ class Manager:
 
         self._informers: dict[_InformerKey, Informer] = {}
         self._controllers: dict[str, tuple[Controller, WorkQueue[str]]] = {}
+        if metrics is not None:
+            metrics.on_scrape(self._queue_families)
         self._informer_tasks: list[asyncio.Task[None]] = []
         self._worker_tasks: list[asyncio.Task[None]] = []
         self._renew_task: asyncio.Task[None] | None = None
@@ -182,6 +185,13 @@ class Manager:
         queue: WorkQueue[str] = WorkQueue(name=controller.name, metrics=self.metrics)
         controller.setup(self, queue)
         self._controllers[controller.name] = (controller, queue)
+        if self.metrics is not None:
+            m, name = self.metrics, controller.name
+            for result in RECONCILE_RESULTS:  # as controller-runtime: every series from 0
+                m.reconcile_total.labels(name, result)
+            for family in (m.reconcile_errors, m.terminal_reconcile_errors, m.reconcile_panics):
+                family.labels(name)
+            m.max_concurrent_reconciles.labels(name).set(self.workers)
         return queue
 
     @property
@@ -366,6 +376,32 @@ class Manager:
             log.error("runtime task failed", task=task.get_name(), error=repr(exc), exc_info=exc)
         self._fatal.set_result(exc)
 
+    def _queue_families(self) -> list[Metric]:
+        """controller-runtime's active workers and client-go's unfinished-work gauges, read
+        from the queues at scrape time (a worker holds one key while it reconciles)."""
+        active = GaugeMetricFamily(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            labels=["controller"],
+        )
+        unfinished = GaugeMetricFamily(
+            "workqueue_unfinished_work_seconds",
+            "How many seconds of work has been done that is in progress and hasn't been "
+            "observed by work_duration. Large values indicate stuck threads.",
+            labels=["name", "controller"],
+        )
+        longest = GaugeMetricFamily(
+            "workqueue_longest_running_processor_seconds",
+            "How many seconds has the longest running processor for workqueue been running.",
+            labels=["name", "controller"],
+        )
+        for name, (_, queue) in self._controllers.items():
+            stats = queue.statistics()
+            active.add_metric([name], stats.processing)
+            unfinished.add_metric([name, name], stats.unfinished_work_seconds)
+            longest.add_metric([name, name], stats.longest_running_processor_seconds)
+        return [active, unfinished, longest]
+
     # -- workers -----------------------------------------------------------------------------
 
     def _start_workers(self) -> None:
@@ -399,12 +435,14 @@ class Manager:
             reconcile_id=uuid.uuid4().hex[:16],
         ):
             started = loop.time()
+            panicked = False
             try:
                 after = await controller.reconcile(key)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 result = "error"
+                panicked = not isinstance(exc, (ApiError, NotLeader, *_UNREACHABLE))
                 self._log_failure(exc, retries=queue.num_requeues(key))
                 unreachable = isinstance(exc, _UNREACHABLE)
                 queue.add_rate_limited(
@@ -426,6 +464,8 @@ class Manager:
                 self.metrics.reconcile_total.labels(controller.name, result).inc()
                 if result == "error":
                     self.metrics.reconcile_errors.labels(controller.name).inc()
+                    if panicked:
+                        self.metrics.reconcile_panics.labels(controller.name).inc()
 
     @staticmethod
     def _log_failure(exc: Exception, *, retries: int) -> None:

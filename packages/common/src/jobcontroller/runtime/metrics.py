@@ -4,33 +4,91 @@ One :class:`Metrics` object per process, bound to one registry, handed to every 
 component that reports something. Components take ``metrics: Metrics | None`` so unit tests
 can run without one.
 
-Names follow the anchors so existing dashboards keep working: the training-operator's
-``training_operator_jobs_*_total{job_namespace, framework}`` counters, controller-runtime's
-``controller_runtime_reconcile_*`` and client-go's ``workqueue_*`` and ``rest_client_*`` families.
+Names and label sets follow the anchors, so existing dashboards keep working:
+
+* the training-operator v1.9's ``training_operator_jobs_*_total{job_namespace, framework}`` and
+  its pod, pod-group and service counters (``created_pods_total``...: label-less, as it defines
+  them; v1.9 registers those in a registry it never serves, we serve them);
+* controller-runtime's ``controller_runtime_reconcile_*{controller}``,
+  ``controller_runtime_active_workers`` and ``controller_runtime_max_concurrent_reconciles``,
+  its ``workqueue_*{name, controller}`` families and ``rest_client_requests_total{code, method,
+  host}``;
+* client-go's ``leader_election_master_status{name}``;
+* mpi-operator v0.8's ``mpi_operator_*`` (the MPI operator registers those,
+  :mod:`mpi_operator.controller`);
+* prometheus_client's process, platform and GC collectors.
+
+What the anchors lack carries the ``jobcontroller_`` prefix: API requests per resource, request
+latency and rate-limiter wait, watch restarts, relists and cache sizes, jobs by state, and the
+durations users wait for (to the first pod, to Running, to the end).
 """
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from collections.abc import Callable, Iterable
+
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
 
 # The *_created companion series double every counter's exposition for a timestamp that
 # nobody graphs; controller-runtime's Go metrics have none either.
 disable_created_metrics()  # type: ignore[no-untyped-call]  # prometheus-client leaves it unannotated
 
 _JOB_LABELS = ("job_namespace", "framework")
+_QUEUE_LABELS = ("name", "controller")  # controller-runtime sets both to the controller's name
 
 #: Buckets for reconcile and work durations: 1 ms to about 1 minute.
 _DURATION_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 #: Buckets for queue latency (time between add and get): up to about 16 minutes.
 _QUEUE_BUCKETS = (0.001, 0.01, 0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 1000)
+#: Buckets for what users wait for (to the first pod, to Running, to the end): 1 s to 1 week.
+_JOB_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400, 604800)
+
+#: controller-runtime pre-sets every result to 0 when a controller starts.
+RECONCILE_RESULTS = ("success", "error", "requeue", "requeue_after")
+
+ScrapeCallback = Callable[[], Iterable[Metric]]
+
+
+class _OnScrape(Collector):
+    """Families computed when Prometheus scrapes (queue ages, active workers, jobs by state),
+    so nothing has to keep them up to date between scrapes."""
+
+    def __init__(self) -> None:
+        self.callbacks: list[ScrapeCallback] = []
+
+    def collect(self) -> Iterable[Metric]:
+        for callback in self.callbacks:
+            yield from callback()
+
+    def describe(self) -> Iterable[Metric]:
+        return ()  # unchecked: the families depend on what is registered later
 
 
 class Metrics:
     """All metric families of one operator process, registered to ``registry``."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, process_collectors: bool = True
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        if process_collectors:
+            # RSS, CPU, open fds, the Python version, GC: what a platform team graphs first.
+            for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
+                r.register(collector)
+        self._on_scrape = _OnScrape()
+        r.register(self._on_scrape)
 
         # Job lifecycle, as kubeflow/training-operator names them.
         self.jobs_created = Counter(
@@ -47,6 +105,46 @@ class Metrics:
         )
         self.jobs_restarted = Counter(
             "training_operator_jobs_restarted", "Jobs restarted", _JOB_LABELS, registry=r
+        )
+        # The training-operator's object counters (label-less, its help texts).
+        self.created_pods = Counter("created_pods", "The total number of created pods", registry=r)
+        self.deleted_pods = Counter("deleted_pods", "The total number of deleted pods", registry=r)
+        self.failed_pods = Counter("failed_pods", "The total number of failed pods", registry=r)
+        self.created_pod_groups = Counter(
+            "created_pod_groups", "The total number of created pod groups", registry=r
+        )
+        self.deleted_pod_groups = Counter(
+            "deleted_pod_groups", "The total number of deleted pod groups", registry=r
+        )
+        self.succeeded_service_creation = Counter(
+            "succeeded_service_creation",
+            "The total number of succeeded service creation",
+            registry=r,
+        )
+        self.failed_service_creation = Counter(
+            "failed_service_creation", "The total number of failed service creation", registry=r
+        )
+        # What users wait for, beyond the anchors.
+        self.job_first_pod = Histogram(
+            "jobcontroller_job_first_pod_seconds",
+            "From a job's creation to its first pod created",
+            ("framework",),
+            buckets=_JOB_BUCKETS,
+            registry=r,
+        )
+        self.job_queue_wait = Histogram(
+            "jobcontroller_job_queue_wait_seconds",
+            "From a job's creation to Running (all its pods running)",
+            ("framework",),
+            buckets=_JOB_BUCKETS,
+            registry=r,
+        )
+        self.job_duration = Histogram(
+            "jobcontroller_job_duration_seconds",
+            "From a job's start to its end, by final state (Succeeded, Failed)",
+            ("framework", "state"),
+            buckets=_JOB_BUCKETS,
+            registry=r,
         )
 
         # Reconciles (controller-runtime names).
@@ -69,48 +167,75 @@ class Metrics:
             buckets=_DURATION_BUCKETS,
             registry=r,
         )
+        self.terminal_reconcile_errors = Counter(
+            "controller_runtime_terminal_reconcile_errors",
+            "Reconciles that ended in an error not worth retrying",
+            ("controller",),
+            registry=r,
+        )
+        self.reconcile_panics = Counter(
+            "controller_runtime_reconcile_panics",
+            "Reconciles that raised something unexpected (a bug, with a traceback in the log)",
+            ("controller",),
+            registry=r,
+        )
+        self.max_concurrent_reconciles = Gauge(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            ("controller",),
+            registry=r,
+        )
 
         # Work queue (client-go names).
         self.workqueue_depth = Gauge(
-            "workqueue_depth", "Keys waiting in the queue", ("name",), registry=r
+            "workqueue_depth", "Current depth of workqueue", _QUEUE_LABELS, registry=r
         )
         self.workqueue_adds = Counter(
-            "workqueue_adds", "Keys added to the queue", ("name",), registry=r
+            "workqueue_adds", "Total number of adds handled by workqueue", _QUEUE_LABELS, registry=r
         )
         self.workqueue_queue_duration = Histogram(
             "workqueue_queue_duration_seconds",
             "Time a key waits in the queue before a worker takes it",
-            ("name",),
+            _QUEUE_LABELS,
             buckets=_QUEUE_BUCKETS,
             registry=r,
         )
         self.workqueue_work_duration = Histogram(
             "workqueue_work_duration_seconds",
             "Time a worker holds a key",
-            ("name",),
+            _QUEUE_LABELS,
             buckets=_DURATION_BUCKETS,
             registry=r,
         )
         self.workqueue_retries = Counter(
-            "workqueue_retries", "Rate-limited re-adds", ("name",), registry=r
+            "workqueue_retries",
+            "Total number of retries handled by workqueue",
+            _QUEUE_LABELS,
+            registry=r,
         )
 
         # API access.
-        self.api_requests = Counter(
+        self.rest_client_requests = Counter(
             "rest_client_requests",
-            "API requests by verb, resource and HTTP code",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            ("code", "method", "host"),
+            registry=r,
+        )
+        self.api_requests = Counter(
+            "jobcontroller_api_requests",
+            "API requests by verb, resource and HTTP code (code 'error': no answer)",
             ("verb", "resource", "code"),
             registry=r,
         )
         self.api_request_duration = Histogram(
-            "rest_client_request_duration_seconds",
+            "jobcontroller_api_request_duration_seconds",
             "API request latency (excluding watch streams)",
             ("verb", "resource"),
             buckets=_DURATION_BUCKETS,
             registry=r,
         )
         self.api_rate_limiter_wait = Histogram(
-            "rest_client_rate_limiter_duration_seconds",
+            "jobcontroller_api_rate_limiter_wait_seconds",
             "Time requests waited on the client-side QPS limiter",
             (),
             buckets=_DURATION_BUCKETS,
@@ -138,3 +263,7 @@ class Metrics:
             ("name",),
             registry=r,
         )
+
+    def on_scrape(self, callback: ScrapeCallback) -> None:
+        """Have ``callback`` compute some families at each scrape."""
+        self._on_scrape.callbacks.append(callback)

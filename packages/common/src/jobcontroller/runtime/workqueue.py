@@ -137,11 +137,11 @@ class WorkQueue(Generic[K]):
         self._retries = 0
 
         if metrics is not None:
-            self._m_depth = metrics.workqueue_depth.labels(name)
-            self._m_adds = metrics.workqueue_adds.labels(name)
-            self._m_queue_duration = metrics.workqueue_queue_duration.labels(name)
-            self._m_work_duration = metrics.workqueue_work_duration.labels(name)
-            self._m_retries = metrics.workqueue_retries.labels(name)
+            self._m_depth = metrics.workqueue_depth.labels(name, name)
+            self._m_adds = metrics.workqueue_adds.labels(name, name)
+            self._m_queue_duration = metrics.workqueue_queue_duration.labels(name, name)
+            self._m_work_duration = metrics.workqueue_work_duration.labels(name, name)
+            self._m_retries = metrics.workqueue_retries.labels(name, name)
         self._metrics = metrics
 
     # -- adding -----------------------------------------------------------------------------
