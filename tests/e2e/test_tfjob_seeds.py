@@ -209,6 +209,15 @@ async def test_distributed_tensorflow_job_seed_succeeds(
     assert ps0["status"]["phase"] == "Running"
     labels = {"job_namespace": ns, "framework": "tensorflow"}
     assert await operator.counter("training_operator_jobs_successful_total", **labels) == 1
+    # The object counters and what users waited for (other tests' jobs count too: at least).
+    assert await operator.counter("created_pods_total") >= 6
+    assert await operator.counter("succeeded_service_creation_total") >= 6
+    tf = {"framework": "tensorflow"}
+    assert await operator.counter("jobcontroller_job_first_pod_seconds_count", **tf) >= 1
+    assert await operator.counter("jobcontroller_job_queue_wait_seconds_count", **tf) >= 1
+    done_tf = {**tf, "state": "Succeeded"}
+    assert await operator.counter("jobcontroller_job_duration_seconds_count", **done_tf) >= 1
+    assert await operator.counter("jobcontroller_jobs", **done_tf) >= 1
 
 
 async def test_multi_worker_lab_job_succeeds(
@@ -239,6 +248,15 @@ async def test_multi_worker_lab_job_succeeds(
     assert config["environment"] == "cloud"
     labels = {"job_namespace": ns, "framework": "tensorflow"}
     assert await operator.counter("training_operator_jobs_successful_total", **labels) == 1
+    # The object counters and what users waited for (other tests' jobs count too: at least).
+    assert await operator.counter("created_pods_total") >= 3
+    assert await operator.counter("succeeded_service_creation_total") >= 3
+    tf = {"framework": "tensorflow"}
+    assert await operator.counter("jobcontroller_job_first_pod_seconds_count", **tf) >= 1
+    assert await operator.counter("jobcontroller_job_queue_wait_seconds_count", **tf) >= 1
+    done_tf = {**tf, "state": "Succeeded"}
+    assert await operator.counter("jobcontroller_job_duration_seconds_count", **done_tf) >= 1
+    assert await operator.counter("jobcontroller_jobs", **done_tf) >= 1
 
 
 async def test_the_seed_jobs_story_is_in_the_log_at_info(
