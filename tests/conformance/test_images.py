@@ -64,4 +64,9 @@ def test_operators_image_runs_as_non_root_with_the_console_scripts() -> None:
             scripts = {m.name for m in layer.getmembers() if m.name.startswith("app/bin/")}
     assert index["manifests"][0]["annotations"]["io.containerd.image.name"] == images.OPERATORS_REF
     assert config["config"]["User"] == "65532:65532"
-    assert scripts >= {"app/bin/tf-operator", "app/bin/pytorch-operator", "app/bin/mpi-operator"}
+    assert scripts >= {
+        "app/bin/tf-operator",
+        "app/bin/pytorch-operator",
+        "app/bin/mpi-operator",
+        "app/bin/training-operator",
+    }

@@ -229,8 +229,14 @@ async def _wait_leading(proc: subprocess.Popen[bytes], command: LocalCommand, lo
     raise AssertionError(f"operator never became ready and leader:\n{log.read_text()[-3000:]}")
 
 
-@pytest.mark.parametrize("overlay", ["standalone", "namespaced"])
-@pytest.mark.parametrize("operator", sorted(JOBS))
+#: Each operator under either flavour, and the all-in-one operator with every kind's job.
+DEPLOYED = [
+    *((op, overlay) for overlay in ("standalone", "namespaced") for op in sorted(JOBS)),
+    ("training-operator", "all-in-one"),
+]
+
+
+@pytest.mark.parametrize(("operator", "overlay"), DEPLOYED, ids=lambda v: str(v))
 async def test_operator_completes_a_job_with_only_its_manifest_rbac(
     operator: str,
     overlay: str,
@@ -266,25 +272,28 @@ async def test_operator_completes_a_job_with_only_its_manifest_rbac(
         # 403s while they propagate, so judge only what happens once it leads.
         await _wait_leading(proc, command, log)
         before = _forbidden_requests(_metrics(command.metrics_port))
-        resource, body = JOBS[operator]
-        await kube.create(resource, body, namespace=ns)
-        done = await wait_for(
-            kube,
-            resource,
-            body["metadata"]["name"],
-            namespace=ns,
-            timeout=90,
-            until=lambda j: (
-                j is not None
-                and any(
-                    c["type"] in ("Succeeded", "Failed") and c["status"] == "True"
-                    for c in ((j.get("status") or {}).get("conditions") or [])
-                )
-            ),
-        )
-        assert done is not None
-        states = [c["type"] for c in done["status"]["conditions"] if c["status"] == "True"]
-        assert states[-1] == "Succeeded", (states, log.read_text()[-3000:])
+        every_kind = operator == "training-operator"
+        jobs = list(JOBS.values()) if every_kind else [JOBS[operator]]
+        for resource, body in jobs:
+            await kube.create(resource, body, namespace=ns)
+        for resource, body in jobs:
+            done = await wait_for(
+                kube,
+                resource,
+                body["metadata"]["name"],
+                namespace=ns,
+                timeout=90,
+                until=lambda j: (
+                    j is not None
+                    and any(
+                        c["type"] in ("Succeeded", "Failed") and c["status"] == "True"
+                        for c in ((j.get("status") or {}).get("conditions") or [])
+                    )
+                ),
+            )
+            assert done is not None
+            states = [c["type"] for c in done["status"]["conditions"] if c["status"] == "True"]
+            assert states[-1] == "Succeeded", (states, log.read_text()[-3000:])
         # A cluster-wide operator also meets other tests' jobs in namespaces being deleted,
         # where the API server refuses new pods and events with 403 ("being terminated"): the
         # metrics cannot tell those apart, so they judge every other resource, and the log
@@ -294,18 +303,19 @@ async def test_operator_completes_a_job_with_only_its_manifest_rbac(
         assert _other_than_pods_and_events(after) == _other_than_pods_and_events(before)
         assert _forbidden_in(log, namespace=ns) == []
         # The anchors' metric names and label sets, so their dashboards keep working.
+        serves_mpi = operator in ("mpi-operator", "training-operator")
         expected = dict(anchor_metrics.TRAINING_OPERATOR)
-        if operator == "mpi-operator":
+        if serves_mpi:
             expected |= anchor_metrics.MPI_OPERATOR
         assert anchor_metrics.mismatches(scraped, expected) == []
         for name in anchor_metrics.AFTER_A_JOB:
             assert anchor_metrics.has_sample(scraped, name, job_namespace=ns), name
-        if operator == "mpi-operator":
+        if serves_mpi:
             assert anchor_metrics.has_sample(scraped, "mpi_operator_jobs_successful_total")
         # Every metric the dashboard and the alerts query is one this operator exports (the
         # mpi_operator_* ones only the MPI operator).
         queried = anchor_metrics.monitoring_metrics()
-        if operator != "mpi-operator":
+        if not serves_mpi:
             queried = {m for m in queried if not m.startswith("mpi_operator_")}
         assert queried - anchor_metrics.families(scraped) == set()
     finally:

@@ -9,6 +9,7 @@ nor depend on an installation in ``kubeflow``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -100,7 +101,7 @@ _APPLIED = re.compile(
 )
 
 
-@pytest.mark.parametrize("overlay", ["standalone", "namespaced", "monitoring"])
+@pytest.mark.parametrize("overlay", ["standalone", "namespaced", "monitoring", "all-in-one"])
 def test_overlay_passes_a_server_side_dry_run(
     overlay: str, kubectl: Kubectl, kubeflow_namespace: str, request: pytest.FixtureRequest
 ) -> None:
@@ -330,25 +331,64 @@ def test_rbac_grants_each_operator_what_it_needs_and_no_more(
             for operator in PLURALS
             for access in _expectations(operator, namespaced=overlay == "namespaced", gang=gang)
         ]
-        reviews = [
-            _review(f"system:serviceaccount:{namespace}:{prefix}{op}", a, namespace=namespace)
-            for op, a in questions
-        ]
-        expected = [a.allowed for _, a in questions]
-        # The authorizer learns of new bindings through its informers: wait until every grant
-        # has arrived before judging the denials, which would otherwise pass vacuously.
-        deadline = time.monotonic() + 60
+        _judge(kubectl, questions, prefix=prefix, namespace=namespace)
+    finally:
+        kubectl("delete", "-f", "-", "--wait=false", "--ignore-not-found", stdin=manifest)
+        kubectl("delete", "namespace", namespace, "--wait=false")
+
+
+def _judge(
+    kubectl: Kubectl, questions: list[tuple[str, Access]], *, prefix: str, namespace: str
+) -> None:
+    """Ask the authorizer each (service account, access) question; every answer must match."""
+    reviews = [
+        _review(f"system:serviceaccount:{namespace}:{prefix}{sa}", a, namespace=namespace)
+        for sa, a in questions
+    ]
+    expected = [a.allowed for _, a in questions]
+    # The authorizer learns of new bindings through its informers: wait until every grant
+    # has arrived before judging the denials, which would otherwise pass vacuously.
+    deadline = time.monotonic() + 60
+    decisions = _decisions(kubectl, reviews)
+    while not all(d for d, e in zip(decisions, expected, strict=True) if e):
+        assert time.monotonic() < deadline, "the RBAC grants never took effect"
+        time.sleep(0.5)
         decisions = _decisions(kubectl, reviews)
-        while not all(d for d, e in zip(decisions, expected, strict=True) if e):
-            assert time.monotonic() < deadline, "the RBAC grants never took effect"
-            time.sleep(0.5)
-            decisions = _decisions(kubectl, reviews)
-        wrong = [
-            f"{op}: {a.verb} {a.resource}.{a.group or 'core'} ({a.where}) -> {d}, want {a.allowed}"
-            for (op, a), d in zip(questions, decisions, strict=True)
-            if d != a.allowed
+    wrong = [
+        f"{sa}: {a.verb} {a.resource}.{a.group or 'core'} ({a.where}) -> {d}, want {a.allowed}"
+        for (sa, a), d in zip(questions, decisions, strict=True)
+        if d != a.allowed
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_all_in_one_identity_has_the_union_of_the_operators_rules(
+    kubectl: Kubectl, tmp_path: Path
+) -> None:
+    """One ServiceAccount for every kind: allowed what some operator is, denied the rest."""
+    namespace = _fresh_namespace(kubectl, stem="rbac-all", labels={})
+    prefix = f"t{uuid.uuid4().hex[:6]}-"
+    rendered = _render_as(
+        "all-in-one", prefix=prefix, namespace=namespace, workdir=tmp_path, kubectl=kubectl
+    )
+    rbac = [o for o in rendered if o["kind"] in RBAC_KINDS]
+    assert {o["metadata"]["name"] for o in rbac if o["kind"] == "ServiceAccount"} == {
+        f"{prefix}training-operator"
+    }
+    manifest = yaml.safe_dump_all(rbac)
+    kubectl("apply", "-f", "-", stdin=manifest)
+    try:
+        union: dict[Access, bool] = {}
+        for operator in PLURALS:
+            for access in _expectations(operator, namespaced=False, gang=False):
+                key = dataclasses.replace(access, allowed=False)
+                union[key] = union.get(key, False) or access.allowed
+        questions = [
+            ("training-operator", dataclasses.replace(a, allowed=allowed))
+            for a, allowed in union.items()
         ]
-        assert not wrong, "\n".join(wrong)
+        assert sum(a.allowed for _, a in questions) > 10
+        _judge(kubectl, questions, prefix=prefix, namespace=namespace)
     finally:
         kubectl("delete", "-f", "-", "--wait=false", "--ignore-not-found", stdin=manifest)
         kubectl("delete", "namespace", namespace, "--wait=false")

@@ -23,10 +23,12 @@ from jobcontroller.runtime.flags import Settings, parse_settings
 from jobcontroller.testing.binaries import find_binaries
 
 ROOT = Path(__file__).resolve().parents[2]
-OVERLAYS = ("standalone", "namespaced", "monitoring")
+OVERLAYS = ("standalone", "namespaced", "monitoring", "all-in-one")
 #: The overlays whose operators watch only their own namespace.
 NAMESPACED = {"namespaced"}
 OPERATORS = {"tf-operator", "pytorch-operator", "mpi-operator"}
+#: Overlays that run every kind in one Deployment.
+ALL_IN_ONE = {"all-in-one": {"training-operator"}}
 
 Obj = dict[str, Any]
 
@@ -128,10 +130,10 @@ def _port(container: Obj, port: int | str) -> int:
 
 
 def test_each_operator_runs_its_own_console_script(overlay: tuple[str, list[Obj]]) -> None:
-    _, objects = overlay
+    name, objects = overlay
     scripts = console_scripts()
     deployments = _of_kind(objects, "Deployment")
-    assert {d["metadata"]["name"] for d in deployments} == OPERATORS
+    assert {d["metadata"]["name"] for d in deployments} == ALL_IN_ONE.get(name, OPERATORS)
     for deployment in deployments:
         command = _container(deployment)["command"]
         assert command[0] in scripts, f"{command[0]} is no console script of packages/*"
@@ -189,7 +191,7 @@ def test_metrics_services_scrape_the_metrics_port(
 def test_each_operator_runs_as_its_own_bound_service_account(
     overlay: tuple[str, list[Obj]],
 ) -> None:
-    _, objects = overlay
+    name, objects = overlay
     accounts = {
         (a["metadata"]["namespace"], a["metadata"]["name"])
         for a in objects
@@ -209,4 +211,5 @@ def test_each_operator_runs_as_its_own_bound_service_account(
         assert key in accounts, f"ServiceAccount {key} is not in the manifests"
         assert key in bound, f"ServiceAccount {key} is bound to no role"
         used.add(account)
-    assert len(used) == len(OPERATORS), "operators must not share an identity"
+    deployments = ALL_IN_ONE.get(name, OPERATORS)
+    assert len(used) == len(deployments), "operators must not share an identity"

@@ -73,7 +73,8 @@ from jobcontroller.core import (
 )
 from jobcontroller.core.podgroup import decorate_template, gang_enabled
 from jobcontroller.core.quantity import parse_quantity
-from jobcontroller.operator import add_job_flags, plan_config, run_job_operator
+from jobcontroller.operator import add_job_flags, plan_config, run_job_operator, run_job_operators
+from jobcontroller.runtime.flags import Settings
 from jobcontroller.runtime.kube import (
     CONFIGMAPS,
     HPAS,
@@ -131,6 +132,7 @@ __all__ = [
     "PlanConfig",
     "ReplicaPods",
     "Resource",
+    "Settings",
     "add_job_flags",
     "count_replica_status",
     "decorate_template",
@@ -159,6 +161,7 @@ __all__ = [
     "replica_name",
     "restart_count",
     "run_job_operator",
+    "run_job_operators",
     "set_condition",
     "terminated_state",
 ]

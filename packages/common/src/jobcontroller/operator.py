@@ -21,7 +21,13 @@ from jobcontroller.runtime.kube import CRDS, ApiError, KubeApi
 from jobcontroller.runtime.manager import Controller, Manager
 from jobcontroller.runtime.runner import run_operator
 
-__all__ = ["add_job_flags", "plan_config", "pod_group_crd_installed", "run_job_operator"]
+__all__ = [
+    "add_job_flags",
+    "plan_config",
+    "pod_group_crd_installed",
+    "run_job_operator",
+    "run_job_operators",
+]
 
 log = structlog.get_logger(__name__)
 
@@ -133,6 +139,24 @@ def run_job_operator(
     add_flags: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> int:
     """Run one job controller as operator ``name``; returns the exit status."""
+    return run_job_operators(
+        name=name,
+        controllers=lambda config, settings: [controller(config, settings)],
+        argv=argv,
+        add_flags=add_flags,
+    )
+
+
+def run_job_operators(
+    *,
+    name: str,
+    controllers: Callable[[PlanConfig, Settings], Sequence[JobController]],
+    argv: Sequence[str] | None = None,
+    add_flags: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> int:
+    """Run several job controllers in one process as operator ``name``: one event loop, one
+    API client and its rate limit, shared informers (pods and services are watched once), one
+    metrics registry, one HTTP server and one Lease. Returns the exit status."""
 
     def flags(parser: argparse.ArgumentParser) -> None:
         add_job_flags(parser)
@@ -143,6 +167,6 @@ def run_job_operator(
     available = _detect_pod_groups(parse_settings(name=name, argv=argv, add_flags=flags))
 
     def build(settings: Settings, manager: Manager) -> list[Controller]:
-        return [controller(plan_config(settings, pod_group_available=available), settings)]
+        return list(controllers(plan_config(settings, pod_group_available=available), settings))
 
     return run_operator(name=name, argv=argv, build=build, add_flags=flags)

@@ -9,7 +9,7 @@ from typing import cast
 
 import yaml
 
-from jobcontroller import run_job_operator
+from jobcontroller import PlanConfig, Settings, run_job_operator
 from pytorch_operator.controller import PyTorchJobController
 from pytorch_operator.initcontainer import (
     CHECK_DNS,
@@ -68,21 +68,23 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def build_controller(config: PlanConfig, settings: Settings) -> PyTorchJobController:
+    """The controller, from the flags :func:`add_flags` added."""
+    return PyTorchJobController(
+        config=config,
+        init_container_image=str(settings.extras["pytorch_init_container_image"]),
+        init_container_max_tries=int(settings.extras["pytorch_init_container_max_tries"]),
+        init_container_check=str(settings.extras["pytorch_init_container_check"]),
+        init_container_template=cast(
+            "InitContainerTemplate | None",
+            settings.extras["pytorch_init_container_template_file"],
+        ),
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     return run_job_operator(
-        name="pytorch-operator",
-        controller=lambda config, settings: PyTorchJobController(
-            config=config,
-            init_container_image=str(settings.extras["pytorch_init_container_image"]),
-            init_container_max_tries=int(settings.extras["pytorch_init_container_max_tries"]),
-            init_container_check=str(settings.extras["pytorch_init_container_check"]),
-            init_container_template=cast(
-                "InitContainerTemplate | None",
-                settings.extras["pytorch_init_container_template_file"],
-            ),
-        ),
-        argv=argv,
-        add_flags=add_flags,
+        name="pytorch-operator", controller=build_controller, argv=argv, add_flags=add_flags
     )
 
 
