@@ -19,7 +19,6 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestServer
-from kubernetes_asyncio.client import ApiClient, Configuration
 
 from jobcontroller.runtime.kube import (
     CONFIGMAPS,
@@ -29,6 +28,7 @@ from jobcontroller.runtime.kube import (
     KubeApi,
     WatchInactive,
 )
+from jobcontroller.runtime.kubeconfig import ClusterConfig
 from jobcontroller.runtime.metrics import Metrics
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -105,7 +105,7 @@ async def fake() -> AsyncIterator[tuple[FakeApiServer, KubeApi, Metrics]]:
     await test_server.start_server()
     metrics = Metrics()
     api = KubeApi(
-        ApiClient(Configuration(host=f"http://127.0.0.1:{test_server.port}")),
+        ClusterConfig(host=f"http://127.0.0.1:{test_server.port}"),
         qps=math.inf,
         burst=1,
         metrics=metrics,
@@ -183,18 +183,21 @@ class TestRetries:
 
         server.script = [slow]
         impatient = KubeApi(
-            api._client,
+            api.config,
             qps=math.inf,
             burst=1,
             settings=ApiSettings(read_timeout=0.1, max_attempts=2, backoff_base=0.001),
         )
-        with pytest.raises(TimeoutError):
-            await impatient.get(CONFIGMAPS, "a", namespace="ns")
+        try:
+            with pytest.raises(TimeoutError):
+                await impatient.get(CONFIGMAPS, "a", namespace="ns")
+        finally:
+            await impatient.close()
         assert len(server.seen) == 2
 
     async def test_connection_refused_surfaces_after_retries(self) -> None:
         api = KubeApi(
-            ApiClient(Configuration(host="http://127.0.0.1:9")),  # discard port: nothing listens
+            ClusterConfig(host="http://127.0.0.1:9"),  # discard port: nothing listens
             qps=math.inf,
             burst=1,
             settings=FAST,

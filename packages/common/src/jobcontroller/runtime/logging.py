@@ -22,7 +22,7 @@ LogFormat = Literal["json", "console"]
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 #: Libraries that log very chattily at DEBUG; they stay at INFO or above unless asked for.
-_NOISY_LIBRARIES = ("aiohttp.access", "asyncio", "kubernetes_asyncio.client.rest")
+_NOISY_LIBRARIES = ("aiohttp.access", "asyncio")
 
 #: Marks the handler this module installed, so reconfiguring replaces it instead of stacking.
 _HANDLER_NAME = "jobcontroller"
