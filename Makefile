@@ -102,6 +102,7 @@ bench: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python bench/bench_workqueue.py
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python bench/bench_informer.py
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python bench/bench_tfjobs.py
+	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python bench/bench_footprint.py
 
 clean: cluster-down
 	rm -rf .venv .venv-uv .pytest_cache .mypy_cache .ruff_cache

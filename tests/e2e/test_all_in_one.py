@@ -36,7 +36,7 @@ JOBS: list[tuple[Resource, dict[str, Any]]] = [
         {
             "apiVersion": "kubeflow.org/v1",
             "kind": "TFJob",
-            "metadata": {"name": "one"},
+            "metadata": {"name": "tf"},
             "spec": {
                 "tfReplicaSpecs": {"Worker": {"replicas": 2, "template": _template("tensorflow")}}
             },
@@ -47,7 +47,7 @@ JOBS: list[tuple[Resource, dict[str, Any]]] = [
         {
             "apiVersion": "kubeflow.org/v1",
             "kind": "PyTorchJob",
-            "metadata": {"name": "one"},  # the same name as the TFJob: kinds do not collide
+            "metadata": {"name": "pt"},
             "spec": {
                 "pytorchReplicaSpecs": {
                     "Master": {"replicas": 1, "template": _template("pytorch")},

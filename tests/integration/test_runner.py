@@ -77,7 +77,7 @@ async def test_operator_reconciles_serves_probes_and_records_events(
     assert (
         'controller_runtime_reconcile_total{controller="stamp-controller",result="success"}' in text
     )
-    assert 'workqueue_adds_total{name="stamp-controller",controller="stamp-controller"}' in text
+    assert 'workqueue_adds_total{controller="stamp-controller",name="stamp-controller"}' in text
     assert "rest_client_requests_total{" in text
 
     op.signal(signal.SIGTERM)
