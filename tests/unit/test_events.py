@@ -253,6 +253,27 @@ async def test_full_buffer_drops_new_events_without_blocking() -> None:
     assert rec.statistics().created_total == 2
 
 
+async def test_a_full_buffer_drops_an_ordinary_event_for_a_jobs_end() -> None:
+    sink = FakeSink()
+    rec = make_recorder(sink, max_pending=2)
+
+    def record(i: int, reason: str) -> None:
+        job = {**JOB, "metadata": {**JOB["metadata"], "uid": f"u{i}"}}
+        rec.record(job, type="Normal", reason=reason, message="m")
+
+    record(0, "SuccessfulCreatePod")
+    record(1, "TFJobRestarting")
+    record(2, "TFJobSucceeded")  # the created-pod Event makes room
+    record(3, "TFJobFailed")  # nothing ordinary left: this one is dropped
+    assert rec.statistics().pending == 2
+    assert rec.statistics().dropped_total == 2
+    await rec.close()
+    assert sorted(e["reason"] for e in sink.events.values()) == [
+        "TFJobRestarting",
+        "TFJobSucceeded",
+    ]
+
+
 async def test_api_failures_never_reach_the_caller() -> None:
     sink = FakeSink()
     sink.fail_with = ApiError(status=403, reason="Forbidden", message="namespace terminating")

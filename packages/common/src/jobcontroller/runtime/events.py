@@ -41,6 +41,7 @@ from jobcontroller.runtime.kube import EVENTS, ApiError, Resource
 from jobcontroller.runtime.metrics import Metrics
 
 __all__ = [
+    "PRECIOUS_REASON_SUFFIXES",
     "CorrelatorSettings",
     "EventCorrelator",
     "EventRecorder",
@@ -236,6 +237,18 @@ class EventCorrelator:
         return f"{obj_name[:236]}.{ns:x}"
 
 
+#: Reasons of the Events a full buffer never drops (it drops an older ordinary one instead):
+#: a job's end, its restarts, its deadline and backoff limit (``TFJobSucceeded``,
+#: ``PyTorchJobRestarting``, ``MPIJobFailed``...).
+PRECIOUS_REASON_SUFFIXES = (
+    "Succeeded",
+    "Failed",
+    "Restarting",
+    "DeadlineExceeded",
+    "BackoffLimitExceeded",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class EventRecorderStatistics:
     pending: int
@@ -298,6 +311,18 @@ class EventRecorder:
 
     # -- recording ---------------------------------------------------------------------------
 
+    def _evict_for(self, reason: str) -> tuple[str, str] | None:
+        """Room for an Event a user must see (a job's end or restart) in a full buffer: the
+        oldest unsent ordinary Event goes instead. None when ``reason`` is ordinary or every
+        pending Event is one of those too."""
+        if not reason.endswith(PRECIOUS_REASON_SUFFIXES):
+            return None
+        for key, pending in self._pending.items():
+            if not str(pending.body.get("reason", "")).endswith(PRECIOUS_REASON_SUFFIXES):
+                del self._pending[key]
+                return str(pending.body.get("reason", "")), key[1]
+        return None
+
     def record(
         self,
         obj: Mapping[str, Any],
@@ -353,9 +378,13 @@ class EventRecorder:
         key = (observed.namespace, observed.name)
         pending = self._pending.get(key)
         if pending is None and len(self._pending) >= self._max_pending:
+            evicted = self._evict_for(reason)
+            if evicted is None:
+                self._dropped += 1
+                log.warning("event buffer full; event dropped", reason=reason, object=ref["name"])
+                return
             self._dropped += 1
-            log.warning("event buffer full; event dropped", reason=reason, object=ref["name"])
-            return
+            log.warning("event buffer full; an older event dropped", reason=evicted[0])
         body = self._body(
             ref,
             observed,

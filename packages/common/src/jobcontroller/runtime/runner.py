@@ -11,7 +11,8 @@ restart re-joins the election cleanly); 2 on bad flags. A second SIGTERM/SIGINT 
 cancels the remaining reconciles.
 
 Leader election gets its own API client, so a reconcile storm that saturates the main client's
-QPS budget cannot delay Lease renewals (controller-runtime does the same).
+QPS budget cannot delay Lease renewals (controller-runtime does the same); so do Events, so
+that pod creations and Events never wait for each other.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ async def serve(*, name: str, settings: Settings, build: Build) -> int:
     metrics = Metrics()
     api: KubeApi | None = None
     leader_api: KubeApi | None = None
+    events_api: KubeApi | None = None
     server: OperatorServer | None = None
     try:
         api = await KubeApi.from_config(
@@ -81,6 +83,15 @@ async def serve(*, name: str, settings: Settings, build: Build) -> int:
             burst=settings.kube_api_burst,
             metrics=metrics,
             user_agent=name,
+        )
+        # Events get a client and a QPS budget of their own (as large as the main one), so a
+        # burst of pod creations never starves them and they never delay a pod.
+        events_api = await KubeApi.from_config(
+            kubeconfig=settings.kubeconfig,
+            qps=settings.kube_api_qps,
+            burst=settings.kube_api_burst,
+            metrics=metrics,
+            user_agent=f"{name}-events",
         )
         elector = None
         if settings.leader_elect:
@@ -108,7 +119,7 @@ async def serve(*, name: str, settings: Settings, build: Build) -> int:
             namespace=settings.namespace,
             workers=settings.workers,
             elector=elector,
-            events=EventRecorder(api, component=name, metrics=metrics),
+            events=EventRecorder(events_api, component=name, metrics=metrics),
             drain_timeout=settings.drain_timeout,
         )
         signals.attach(manager)
@@ -135,7 +146,7 @@ async def serve(*, name: str, settings: Settings, build: Build) -> int:
         signals.remove()
         if server is not None:
             await server.stop()
-        for client in (leader_api, api):
+        for client in (leader_api, events_api, api):
             if client is not None:
                 await client.close()
     log.info("operator stopped", operator=name)
