@@ -112,6 +112,9 @@ async def serve(*, name: str, settings: Settings, build: Build) -> int:
                 ),
                 metrics=metrics,
             )
+            # As the main client's (the manager sets that one): checked after the rate
+            # limiter's wait, so an Event queued while leading is not sent after the Lease went.
+            events_api.write_gate = elector.holds_lease
         manager = Manager(
             api,
             component=name,
