@@ -70,6 +70,13 @@ async def test_horovod_seed_succeeds_and_cleans_up_workers(
         assert {e["source"]["component"] for e in events if e["reason"] == "MPIJobSucceeded"} == {
             "mpi-job-controller"
         }
+        # As mpi-operator: no Event per created or deleted object (the log counts them).
+        ours = [
+            e for e in events if (e.get("source") or {}).get("component") == "mpi-job-controller"
+        ]
+        reasons = {e["reason"] for e in ours}
+        assert "MPIJobCreated" in reasons
+        assert not [r for r in reasons if r.startswith(("SuccessfulCreate", "SuccessfulDelete"))]
 
 
 async def test_launcher_failures_up_to_backoff_limit_fail_the_job(

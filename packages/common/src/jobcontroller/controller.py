@@ -71,7 +71,8 @@ log = structlog.get_logger(__name__)
 _DEBUG = logging.getLogger(__name__)
 
 #: Events about one created or deleted object: the log counts them per pass instead.
-_COUNTED_REASON = re.compile(r"^Successful(Create|Delete)(?!Job$)")
+#: (``SuccessfulDeleteJob`` is the job's own TTL deletion, worth its line.)
+_COUNTED_REASON = re.compile(r"^(SuccessfulCreate.|SuccessfulDelete(?!Job$).)")
 
 
 def _counted(done: Mapping[str, int]) -> str:
@@ -199,6 +200,9 @@ class JobController:
     event_component: ClassVar[str | None] = None
     """The Events' source (``From:`` in ``kubectl describe``): the anchor's event recorder
     name; None means ``controller_name``."""
+    object_events: ClassVar[bool] = True
+    """An Event per object created or deleted (``SuccessfulCreatePod``...), as kubeflow/common
+    records them; mpi-operator records none (the log still counts them)."""
     owned_resources: ClassVar[Mapping[str, Resource]] = {}
     """Kinds besides Pod, Service and PodGroup the framework creates (kind -> Resource)."""
 
@@ -901,10 +905,11 @@ class JobController:
     def _record(self, job: Obj, event: Event) -> None:
         """Record the Event and tell the job's story in the log: every Event at info (Warnings
         at warning) but the per-object creations and deletions, which the pass counts."""
-        if not _COUNTED_REASON.match(event.reason):
+        per_object = bool(_COUNTED_REASON.match(event.reason))
+        if not per_object:
             say = log.warning if event.type == "Warning" else log.info
             say(event.message, reason=event.reason)
-        if self._events is not None:
+        if self._events is not None and (self.object_events or not per_object):
             self._events.record(
                 job,
                 type=event.type,

@@ -111,6 +111,7 @@ class MPIJobController(JobController):
     framework_name = "mpi"
     controller_name = OPERATOR_NAME
     event_component = "mpi-job-controller"  # mpi-operator v0.8's controllerAgentName
+    object_events = False  # mpi-operator v0.8 records no Event per created object
     owned_resources = {CONFIG_MAP: CONFIGMAPS, SECRET: SECRETS, JOB: JOBS}
     mpi_metrics: MPIOperatorMetrics | None = None
 
