@@ -282,6 +282,19 @@ class TestWatch:
             "timeoutSeconds": "300",
         }
 
+    async def test_an_event_of_a_large_object_is_one_line_read_whole(self, fake: Fake) -> None:
+        """A pod of a 10,000-worker TFJob carries a TF_CONFIG of every host: megabytes."""
+        server, api, _ = fake
+        big = {"type": "ADDED", "object": {"metadata": {"name": "a"}, "data": "x" * 3_000_000}}
+        server.script = [stream([big])]
+        got = [
+            e
+            async for e in api.watch(
+                CONFIGMAPS, resource_version="1", timeout_seconds=300, inactivity_timeout=5
+            )
+        ]
+        assert got == [big]
+
     async def test_error_event_410_raises_gone(self, fake: Fake) -> None:
         server, api, _ = fake
         gone = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}

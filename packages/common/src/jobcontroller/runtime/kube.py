@@ -110,6 +110,12 @@ QueryValue = str | int | bool | None
 _THREAD_DECODE_BYTES = 1 << 20
 
 
+#: One watch event is one line; aiohttp's default cap (2 x its read buffer) is below a pod of a
+#: large TFJob (its TF_CONFIG lists every host). The API server takes at most 3 MiB per request
+#: and etcd stores at most 1.5 MiB per object, so this bounds memory without refusing one.
+_MAX_WATCH_LINE = 8 * 2**20
+
+
 class _NoAnswer(Exception):
     """No status line and headers within a request's ``answer_within``."""
 
@@ -443,7 +449,7 @@ class KubeApi:
             while True:
                 try:
                     async with asyncio.timeout(inactivity_timeout) as deadline:
-                        line = await resp.content.readline()
+                        line = await resp.content.readline(max_line_length=_MAX_WATCH_LINE)
                 except TimeoutError as exc:
                     if deadline.expired():
                         raise WatchInactive(
