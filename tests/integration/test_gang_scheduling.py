@@ -88,3 +88,40 @@ async def test_volcano_pod_group_gates_pods_until_admitted(
         )
         assert gone is None
         await wait_for_list(kube, PODS, namespace=namespace, until=lambda items: items == [])
+
+
+PRIORITY_CLASSES = Resource(
+    "scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", namespaced=False
+)
+
+
+async def test_min_resources_count_the_highest_priority_replicas_first(
+    kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str
+) -> None:
+    """As v1.9: with minAvailable below the replica count, minResources sums the requests of
+    the members taken highest PriorityClass value first, read from the cluster's classes."""
+    await install_volcano_crd(kube)
+    high = f"high-{namespace[-6:]}"
+    await kube.create(
+        PRIORITY_CLASSES,
+        {"apiVersion": "scheduling.k8s.io/v1", "metadata": {"name": high}, "value": 1000},
+    )
+    try:
+        job = tfjob("ordered")
+        ps = job["spec"]["tfReplicaSpecs"]["PS"]["template"]["spec"]["containers"][0]
+        ps["resources"]["requests"]["cpu"] = "4"  # the PS has no class: value 0, last
+        worker = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+        worker["priorityClassName"] = high
+        job["spec"]["runPolicy"] = {"schedulingPolicy": {"minAvailable": 2}}
+        config = PlanConfig(gang_scheduler_name="volcano", pod_group_available=True)
+        async with running(kubeconfig, TFJobController(config=config)):
+            await kube.create(TFJOBS, job, namespace=namespace)
+            group = await wait_for(
+                kube, POD_GROUPS, "ordered", namespace=namespace, until=lambda o: o is not None
+            )
+            assert group is not None
+            assert group["spec"]["minMember"] == 2
+            # The two workers (class value 1000), not the 4-CPU parameter server.
+            assert group["spec"]["minResources"] == {"cpu": "2", "memory": "2Gi"}
+    finally:
+        await kube.delete(PRIORITY_CLASSES, high)

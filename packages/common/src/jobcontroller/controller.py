@@ -70,6 +70,11 @@ __all__ = ["LABEL_JOB_NAME", "JobController", "pod_group_resource"]
 log = structlog.get_logger(__name__)
 _DEBUG = logging.getLogger(__name__)
 
+#: Read for gang scheduling: a PodGroup's minResources counts replica types by priority.
+PRIORITY_CLASSES = Resource(
+    "scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", namespaced=False
+)
+
 #: Events about one created or deleted object: the log counts them per pass instead.
 #: (``SuccessfulDeleteJob`` is the job's own TTL deletion, worth its line.)
 _COUNTED_REASON = re.compile(r"^(SuccessfulCreate.|SuccessfulDelete(?!Job$).)")
@@ -337,6 +342,8 @@ class JobController:
         self._informers["job"] = jobs
         if self._metrics is not None:
             self._metrics.on_scrape(self._job_families)
+        if self.config.pod_group_available:
+            self._watch_priority_classes(manager.informer(PRIORITY_CLASSES))
         for kind, resource in self._resources.items():
             informer = manager.informer(
                 resource,
@@ -345,6 +352,20 @@ class JobController:
             )
             self._watch_owned(kind, informer)
             self._informers[kind] = informer
+
+    def _watch_priority_classes(self, informer: Informer) -> None:
+        """Keep ``config.priority_classes`` (name -> value) as the cluster has it, as v1.9
+        reads PriorityClasses to fill a PodGroup's minResources highest priority first. A
+        change wakes no job: it counts from the next PodGroup written, as in v1.9."""
+
+        def refresh(*_: Obj) -> None:
+            values = {
+                str(pc["metadata"]["name"]): int(pc.get("value") or 0)
+                for pc in informer.store.list()
+            }
+            self.config = dataclasses.replace(self.config, priority_classes=values)
+
+        informer.add_handlers(on_add=refresh, on_update=refresh, on_delete=refresh)
 
     def _watch_owned(self, kind: str, informer: Informer) -> None:
         def on_add(obj: Obj) -> None:
