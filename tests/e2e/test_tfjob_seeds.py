@@ -175,6 +175,21 @@ def _tf_config(pod: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
+async def _assert_counted(operator: OperatorProcess, ns: str, *, pods: int) -> None:
+    """The job counted once, its pods and services counted, and what its user waited for
+    observed (other tests' jobs count too: at least)."""
+    labels = {"job_namespace": ns, "framework": "tensorflow"}
+    assert await operator.counter("training_operator_jobs_successful_total", **labels) == 1
+    assert await operator.counter("created_pods_total") >= pods
+    assert await operator.counter("succeeded_service_creation_total") >= pods
+    tf = {"framework": "tensorflow"}
+    assert await operator.counter("jobcontroller_job_first_pod_seconds_count", **tf) >= 1
+    assert await operator.counter("jobcontroller_job_queue_wait_seconds_count", **tf) >= 1
+    done_tf = {**tf, "state": "Succeeded"}
+    assert await operator.counter("jobcontroller_job_duration_seconds_count", **done_tf) >= 1
+    assert await operator.counter("jobcontroller_jobs", **done_tf) >= 1
+
+
 async def test_distributed_tensorflow_job_seed_succeeds(
     kube: KubeApi, operator: OperatorProcess, namespace: str
 ) -> None:
@@ -207,17 +222,7 @@ async def test_distributed_tensorflow_job_seed_succeeds(
     assert len(config["cluster"]["worker"]) == 4
     # cleanPodPolicy defaults to None: the parameter servers are left as they were.
     assert ps0["status"]["phase"] == "Running"
-    labels = {"job_namespace": ns, "framework": "tensorflow"}
-    assert await operator.counter("training_operator_jobs_successful_total", **labels) == 1
-    # The object counters and what users waited for (other tests' jobs count too: at least).
-    assert await operator.counter("created_pods_total") >= 6
-    assert await operator.counter("succeeded_service_creation_total") >= 6
-    tf = {"framework": "tensorflow"}
-    assert await operator.counter("jobcontroller_job_first_pod_seconds_count", **tf) >= 1
-    assert await operator.counter("jobcontroller_job_queue_wait_seconds_count", **tf) >= 1
-    done_tf = {**tf, "state": "Succeeded"}
-    assert await operator.counter("jobcontroller_job_duration_seconds_count", **done_tf) >= 1
-    assert await operator.counter("jobcontroller_jobs", **done_tf) >= 1
+    await _assert_counted(operator, ns, pods=6)
 
 
 async def test_multi_worker_lab_job_succeeds(
@@ -246,17 +251,7 @@ async def test_multi_worker_lab_job_succeeds(
         "worker": [f"multi-worker-worker-{i}.{ns}.svc:2222" for i in range(3)]
     }
     assert config["environment"] == "cloud"
-    labels = {"job_namespace": ns, "framework": "tensorflow"}
-    assert await operator.counter("training_operator_jobs_successful_total", **labels) == 1
-    # The object counters and what users waited for (other tests' jobs count too: at least).
-    assert await operator.counter("created_pods_total") >= 3
-    assert await operator.counter("succeeded_service_creation_total") >= 3
-    tf = {"framework": "tensorflow"}
-    assert await operator.counter("jobcontroller_job_first_pod_seconds_count", **tf) >= 1
-    assert await operator.counter("jobcontroller_job_queue_wait_seconds_count", **tf) >= 1
-    done_tf = {**tf, "state": "Succeeded"}
-    assert await operator.counter("jobcontroller_job_duration_seconds_count", **done_tf) >= 1
-    assert await operator.counter("jobcontroller_jobs", **done_tf) >= 1
+    await _assert_counted(operator, ns, pods=3)
 
 
 async def test_the_seed_jobs_story_is_in_the_log_at_info(
