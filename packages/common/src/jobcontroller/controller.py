@@ -29,12 +29,12 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic
 
 import structlog
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from jobcontroller.api.common import JobModel, JobStatus
+from jobcontroller.api.common import JobStatus
 from jobcontroller.core.conditions import is_finished
 from jobcontroller.core.names import is_controlled_by
 from jobcontroller.core.planner import plan
@@ -49,6 +49,7 @@ from jobcontroller.core.types import (
     DeleteObject,
     Event,
     JobMetric,
+    JobT,
     LifecycleWords,
     Obj,
     Observed,
@@ -194,10 +195,14 @@ def _after_own_patch(cached: Obj, patched: Obj | None) -> Obj:
     return {**cached, "metadata": {**meta, "resourceVersion": new_meta.get("resourceVersion")}}
 
 
-class JobController:
-    """Reconciles one job kind. See the module docstring; subclasses override hooks."""
+class JobController(Generic[JobT]):
+    """Reconciles one job kind. See the module docstring; subclasses override hooks.
 
-    model: ClassVar[type[JobModel[Any]]]
+    Parametrised by the framework's job model (``class TFJobController(JobController[TFJob])``),
+    so every hook receives that model, already defaulted: no casts.
+    """
+
+    model: type[JobT]
     framework_name: ClassVar[str]
     """Metrics label: tensorflow, pytorch, mpi."""
     controller_name: ClassVar[str]
@@ -260,46 +265,46 @@ class JobController:
 
     # ----------------------------------------------------------------- Framework defaults
 
-    def set_defaults(self, job: JobModel[Any]) -> JobModel[Any]:
+    def set_defaults(self, job: JobT) -> JobT:
         return job
 
-    def validate(self, job: JobModel[Any]) -> list[str]:
+    def validate(self, job: JobT) -> list[str]:
         return []
 
-    def tolerated(self, job: JobModel[Any]) -> list[str]:
+    def tolerated(self, job: JobT) -> list[str]:
         return []
 
-    def pod_replica_types(self, job: JobModel[Any]) -> list[str]:
+    def pod_replica_types(self, job: JobT) -> list[str]:
         specs = job.replica_specs()
         ordered = [rt for rt in self.model.REPLICA_TYPES if rt in specs]
         return ordered + sorted(rt for rt in specs if rt not in ordered)
 
-    def is_master_role(self, job: JobModel[Any], rtype: str, index: int) -> bool:
+    def is_master_role(self, job: JobT, rtype: str, index: int) -> bool:
         return False
 
-    def replica_index_offset(self, job: JobModel[Any], rtype: str) -> int:
+    def replica_index_offset(self, job: JobT, rtype: str) -> int:
         return 0
 
-    def lifecycle_words(self, job: JobModel[Any]) -> LifecycleWords:
+    def lifecycle_words(self, job: JobT) -> LifecycleWords:
         return LifecycleWords.training_operator(self.kind, job.name)
 
-    def delegates_run_policy(self, job: JobModel[Any]) -> bool:
+    def delegates_run_policy(self, job: JobT) -> bool:
         return False
 
-    def services_for(self, job: JobModel[Any], rtype: str) -> bool:
+    def services_for(self, job: JobT, rtype: str) -> bool:
         return True
 
-    def recreate_failed_pods(self, job: JobModel[Any], rtype: str) -> bool:
+    def recreate_failed_pods(self, job: JobT, rtype: str) -> bool:
         return True
 
     def set_cluster_spec(
-        self, job: JobModel[Any], template: Obj, *, rtype: str, index: int, config: PlanConfig
+        self, job: JobT, template: Obj, *, rtype: str, index: int, config: PlanConfig
     ) -> None:
         return None
 
     def update_status(
         self,
-        job: JobModel[Any],
+        job: JobT,
         status: JobStatus,
         *,
         replicas: Mapping[str, ReplicaPods],
@@ -308,7 +313,7 @@ class JobController:
         raise NotImplementedError(f"{type(self).__name__} must define its success/failure rule")
 
     def extra_objects(
-        self, job: JobModel[Any], observed: Observed, status: JobStatus, *, now: dt.datetime
+        self, job: JobT, observed: Observed, status: JobStatus, *, now: dt.datetime
     ) -> tuple[list[Action], list[Event]]:
         return [], []
 

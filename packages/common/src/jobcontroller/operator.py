@@ -11,6 +11,7 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import structlog
 
@@ -134,7 +135,7 @@ def _detect_pod_groups(settings: Settings) -> bool | None:
 def run_job_operator(
     *,
     name: str,
-    controller: Callable[[PlanConfig, Settings], JobController],
+    controller: Callable[[PlanConfig, Settings], JobController[Any]],
     argv: Sequence[str] | None = None,
     add_flags: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> int:
@@ -150,7 +151,7 @@ def run_job_operator(
 def run_job_operators(
     *,
     name: str,
-    controllers: Callable[[PlanConfig, Settings], Sequence[JobController]],
+    controllers: Callable[[PlanConfig, Settings], Sequence[JobController[Any]]],
     argv: Sequence[str] | None = None,
     add_flags: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> int:

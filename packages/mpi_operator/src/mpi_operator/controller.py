@@ -17,7 +17,7 @@ import dataclasses
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from jobcontroller import (
     CONFIGMAPS,
@@ -48,7 +48,6 @@ from jobcontroller import (
 from jobcontroller.api import (
     CleanPodPolicy,
     JobConditionType,
-    JobModel,
     JobStatus,
     ReplicaStatus,
 )
@@ -106,7 +105,7 @@ class _Owned:
         )
 
 
-class MPIJobController(JobController):
+class MPIJobController(JobController[MPIJob]):
     model = MPIJob
     framework_name = "mpi"
     controller_name = OPERATOR_NAME
@@ -137,25 +136,25 @@ class MPIJobController(JobController):
 
     # ------------------------------------------------------------------ base hooks
 
-    def set_defaults(self, job: JobModel[Any]) -> JobModel[Any]:
-        return default_mpijob(cast(MPIJob, job))
+    def set_defaults(self, job: MPIJob) -> MPIJob:
+        return default_mpijob(job)
 
-    def validate(self, job: JobModel[Any]) -> list[str]:
-        return validate_mpijob(cast(MPIJob, job))
+    def validate(self, job: MPIJob) -> list[str]:
+        return validate_mpijob(job)
 
-    def pod_replica_types(self, job: JobModel[Any]) -> list[str]:
+    def pod_replica_types(self, job: MPIJob) -> list[str]:
         return [MPIReplicaType.WORKER]  # the launcher is a batch Job
 
-    def services_for(self, job: JobModel[Any], rtype: str) -> bool:
+    def services_for(self, job: MPIJob, rtype: str) -> bool:
         return False  # one job-wide Service instead of one per pod
 
-    def recreate_failed_pods(self, job: JobModel[Any], rtype: str) -> bool:
+    def recreate_failed_pods(self, job: MPIJob, rtype: str) -> bool:
         return False
 
-    def delegates_run_policy(self, job: JobModel[Any]) -> bool:
+    def delegates_run_policy(self, job: MPIJob) -> bool:
         return True
 
-    def lifecycle_words(self, job: JobModel[Any]) -> LifecycleWords:
+    def lifecycle_words(self, job: MPIJob) -> LifecycleWords:
         """mpi-operator v0.8's words: the Created condition names the job with its namespace
         and has an event of its own; Suspended says "MPIJob suspended" / "MPIJob resumed"; and
         Running turns False ("... is suspended.") on suspension even if the job never ran."""
@@ -169,20 +168,20 @@ class MPIJobController(JobController):
             abnormal_pod_events=False,
         )
 
-    def gang_flavor(self, job: JobModel[Any]) -> GangFlavor:
+    def gang_flavor(self, job: MPIJob) -> GangFlavor:
         """mpi-operator's PodGroup: the queue from ``scheduling.volcano.sh/queue-name`` (the
         scheduling policy's wins), the priority class from the launcher's or the workers'
         template, and the scheduler name forced on every pod."""
         return GangFlavor.mpi_operator()
 
-    def replica_index_offset(self, job: JobModel[Any], rtype: str) -> int:
+    def replica_index_offset(self, job: MPIJob, rtype: str) -> int:
         # A launcher that also works is index 0 of the hosts, so workers count from 1.
-        return 1 if cast(MPIJob, job).spec.run_launcher_as_worker else 0
+        return 1 if job.spec.run_launcher_as_worker else 0
 
     def set_cluster_spec(
-        self, job: JobModel[Any], template: Obj, *, rtype: str, index: int, config: PlanConfig
+        self, job: MPIJob, template: Obj, *, rtype: str, index: int, config: PlanConfig
     ) -> None:
-        configure_worker(template, job=cast(MPIJob, job), index=index, config=config)
+        configure_worker(template, job=job, index=index, config=config)
 
     def materialize(self, action: CreateObject) -> CreateObject:
         if action.kind == SECRET and not has_key_pair(action.body):
@@ -192,28 +191,25 @@ class MPIJobController(JobController):
     # ------------------------------------------------------------------ owned objects
 
     def extra_objects(
-        self, job: JobModel[Any], observed: Observed, status: JobStatus, *, now: dt.datetime
+        self, job: MPIJob, observed: Observed, status: JobStatus, *, now: dt.datetime
     ) -> tuple[list[Action], list[Event]]:
-        mpijob = cast(MPIJob, job)
-        owned = _Owned.of(mpijob, observed)
+        owned = _Owned.of(job, observed)
         launcher = owned.launcher
         if launcher is not None and job_finished(launcher):
             # mpi-operator v0.8 stops counting workers once the launcher is done: it reports
             # them as zero, not as succeeded (they never exit) nor active (they are deleted).
             status.replica_statuses[MPIReplicaType.WORKER] = ReplicaStatus()
         if is_finished(status):
-            return _stop_launcher_on_cleanup(mpijob, launcher), []
+            return _stop_launcher_on_cleanup(job, launcher), []
         actions: list[Action] = []
         events: list[Event] = []
         if launcher is None or not job_finished(launcher):
-            actions += self._support_objects(mpijob, owned, observed)
-            events += self._sync_launcher(mpijob, owned, observed, status, actions)
-        suspended = bool(mpijob.spec.run_policy.suspend)
+            actions += self._support_objects(job, owned, observed)
+            events += self._sync_launcher(job, owned, observed, status, actions)
+        suspended = bool(job.spec.run_policy.suspend)
         uid = str((launcher or {}).get("metadata", {}).get("uid", ""))
         pods = observed.controlled_by(POD, uid) if launcher is not None else ()
-        events += apply_launcher_status(
-            mpijob, status, launcher, pods, now=now, final=not suspended
-        )
+        events += apply_launcher_status(job, status, launcher, pods, now=now, final=not suspended)
         return actions, events
 
     def _support_objects(self, job: MPIJob, owned: _Owned, observed: Observed) -> list[Action]:
@@ -299,7 +295,7 @@ class MPIJobController(JobController):
 
     def update_status(
         self,
-        job: JobModel[Any],
+        job: MPIJob,
         status: JobStatus,
         *,
         replicas: Mapping[str, ReplicaPods],
@@ -308,8 +304,7 @@ class MPIJobController(JobController):
         """Worker-side rules; the launcher's verdict was applied by ``extra_objects``."""
         if is_finished(status):
             return []
-        mpijob = cast(MPIJob, job)
-        workers = [pod for _, pod in _workers(mpijob, _slot_pods(replicas))]
+        workers = [pod for _, pod in _workers(job, _slot_pods(replicas))]
         evicted = sum(
             1 for pod in workers if phase(pod) == "Failed" and pod_reason(pod) == "Evicted"
         )
@@ -325,8 +320,8 @@ class MPIJobController(JobController):
             return [Event("Warning", REASON_EVICTED, message)]
         launcher = status.replica_statuses.get(MPIReplicaType.LAUNCHER)
         running = sum(1 for pod in workers if phase(pod) == "Running" and not is_terminating(pod))
-        if launcher is not None and launcher.active >= 1 and running == _worker_replicas(mpijob):
-            message = f"MPIJob {mpijob.key} is running."
+        if launcher is not None and launcher.active >= 1 and running == _worker_replicas(job):
+            message = f"MPIJob {job.key} is running."
             reason = new_reason(MPIJob.KIND, REASON_RUNNING)
             if set_condition(
                 status, cond_type=JobConditionType.RUNNING, reason=reason, message=message, now=now

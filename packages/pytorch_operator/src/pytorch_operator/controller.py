@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 from jobcontroller import (
     HPAS,
@@ -32,7 +32,7 @@ from jobcontroller import (
     new_reason,
     set_condition,
 )
-from jobcontroller.api import JobConditionType, JobModel, JobStatus, RestartPolicy
+from jobcontroller.api import JobConditionType, JobStatus, RestartPolicy
 from pytorch_operator.api import (
     PyTorchJob,
     PyTorchReplicaType,
@@ -66,7 +66,7 @@ def replica_selector(*, controller_name: str, job_name: str, rtype: str) -> str:
     return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
-class PyTorchJobController(JobController):
+class PyTorchJobController(JobController[PyTorchJob]):
     model = PyTorchJob
     framework_name = "pytorch"
     controller_name = "pytorchjob-controller"
@@ -92,13 +92,13 @@ class PyTorchJobController(JobController):
         self.init_container_template = init_container_template
         """From ``--pytorch-init-container-template-file``: replaces the built-in container."""
 
-    def set_defaults(self, job: JobModel[Any]) -> JobModel[Any]:
-        return default_pytorchjob(cast(PyTorchJob, job))
+    def set_defaults(self, job: PyTorchJob) -> PyTorchJob:
+        return default_pytorchjob(job)
 
-    def validate(self, job: JobModel[Any]) -> list[str]:
-        return validate_pytorchjob(cast(PyTorchJob, job))
+    def validate(self, job: PyTorchJob) -> list[str]:
+        return validate_pytorchjob(job)
 
-    def is_master_role(self, job: JobModel[Any], rtype: str, index: int) -> bool:
+    def is_master_role(self, job: PyTorchJob, rtype: str, index: int) -> bool:
         """The Master, or worker 0 of a job without one (v1.9: the Kubeflow SDK's
         ``get_job_logs`` finds a job's main pod by ``job-role=master``)."""
         if _MASTER in job.replica_specs():
@@ -107,17 +107,16 @@ class PyTorchJobController(JobController):
 
     def set_cluster_spec(
         self,
-        job: JobModel[Any],
+        job: PyTorchJob,
         template: dict[str, Any],
         *,
         rtype: str,
         index: int,
         config: PlanConfig,
     ) -> None:
-        ptjob = cast(PyTorchJob, job)
-        add_env(template, pod_env(ptjob, rtype=rtype, index=index))
+        add_env(template, pod_env(job, rtype=rtype, index=index))
         add_init_container(
-            ptjob,
+            job,
             template,
             rtype=rtype,
             image=self.init_container_image,
@@ -127,26 +126,23 @@ class PyTorchJobController(JobController):
         )
 
     def extra_objects(
-        self, job: JobModel[Any], observed: Observed, status: JobStatus, *, now: dt.datetime
+        self, job: PyTorchJob, observed: Observed, status: JobStatus, *, now: dt.datetime
     ) -> tuple[list[Action], list[Event]]:
         wanted = not (job.run_policy.suspend or is_finished(status))
-        return hpa_actions(
-            cast(PyTorchJob, job), observed, wanted=wanted, controller_name=self.controller_name
-        )
+        return hpa_actions(job, observed, wanted=wanted, controller_name=self.controller_name)
 
     def update_status(
         self,
-        job: JobModel[Any],
+        job: PyTorchJob,
         status: JobStatus,
         *,
         replicas: Mapping[str, ReplicaPods],
         now: dt.datetime,
     ) -> list[Event]:
-        ptjob = cast(PyTorchJob, job)
-        specs = ptjob.spec.pytorch_replica_specs
+        specs = job.spec.pytorch_replica_specs
         kind, key = PyTorchJob.KIND, job.key
         has_master = _MASTER in specs
-        elastic = ptjob.spec.elastic_policy is not None
+        elastic = job.spec.elastic_policy is not None
 
         def set_(cond: str, reason: str, message: str) -> None:
             set_condition(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from jobcontroller import (
     REASON_FAILED,
@@ -25,7 +25,7 @@ from jobcontroller import (
     phase,
     set_condition,
 )
-from jobcontroller.api import JobConditionType, JobModel, JobStatus, ReplicaSpec, RestartPolicy
+from jobcontroller.api import JobConditionType, JobStatus, ReplicaSpec, RestartPolicy
 from tf_operator.api import (
     TF_CONTAINER_NAME,
     SuccessPolicy,
@@ -42,21 +42,21 @@ _CHIEFS = (TFReplicaType.CHIEF, TFReplicaType.MASTER)
 _STATUS_ORDER = ("Chief", "Evaluator", "Master", "PS", "Worker")
 
 
-class TFJobController(JobController):
+class TFJobController(JobController[TFJob]):
     model = TFJob
     framework_name = "tensorflow"
     controller_name = "tfjob-controller"
 
-    def set_defaults(self, job: JobModel[Any]) -> JobModel[Any]:
-        return default_tfjob(cast(TFJob, job))
+    def set_defaults(self, job: TFJob) -> TFJob:
+        return default_tfjob(job)
 
-    def validate(self, job: JobModel[Any]) -> list[str]:
-        return validate_tfjob(cast(TFJob, job))
+    def validate(self, job: TFJob) -> list[str]:
+        return validate_tfjob(job)
 
-    def tolerated(self, job: JobModel[Any]) -> list[str]:
-        return stricter_than_anchor_errors(cast(TFJob, job))
+    def tolerated(self, job: TFJob) -> list[str]:
+        return stricter_than_anchor_errors(job)
 
-    def is_master_role(self, job: JobModel[Any], rtype: str, index: int) -> bool:
+    def is_master_role(self, job: TFJob, rtype: str, index: int) -> bool:
         specs = job.replica_specs()
         if any(c in specs for c in _CHIEFS):
             return rtype in _CHIEFS
@@ -64,31 +64,29 @@ class TFJobController(JobController):
 
     def set_cluster_spec(
         self,
-        job: JobModel[Any],
+        job: TFJob,
         template: dict[str, Any],
         *,
         rtype: str,
         index: int,
         config: PlanConfig,
     ) -> None:
-        tfjob = cast(TFJob, job)
-        if not is_distributed(tfjob):
+        if not is_distributed(job):
             return
-        value = tf_config(tfjob, rtype=rtype, index=index, cluster_domain=config.cluster_domain)
+        value = tf_config(job, rtype=rtype, index=index, cluster_domain=config.cluster_domain)
         for container in template.get("spec", {}).get("containers", []):
             if container.get("name") == TF_CONTAINER_NAME:
                 container.setdefault("env", []).append({"name": "TF_CONFIG", "value": value})
 
     def update_status(
         self,
-        job: JobModel[Any],
+        job: TFJob,
         status: JobStatus,
         *,
         replicas: Mapping[str, ReplicaPods],
         now: dt.datetime,
     ) -> list[Event]:
-        tfjob = cast(TFJob, job)
-        specs = tfjob.spec.tf_replica_specs
+        specs = job.spec.tf_replica_specs
         kind, key = TFJob.KIND, job.key
         has_chief = any(c in specs for c in _CHIEFS)
         restarting = is_restarting(status)
@@ -119,7 +117,7 @@ class TFJobController(JobController):
                             f"{kind} {key} successfully completed.",
                         )
             elif rtype == TFReplicaType.WORKER:
-                worker0_done = tfjob.spec.success_policy != SuccessPolicy.ALL_WORKERS and (
+                worker0_done = job.spec.success_policy != SuccessPolicy.ALL_WORKERS and (
                     _worker0_completed(replicas.get(rtype))
                 )
                 if expected == 0 or worker0_done:
@@ -131,7 +129,7 @@ class TFJobController(JobController):
                 elif counts.active > 0:
                     set_(JobConditionType.RUNNING, REASON_RUNNING, f"{kind} {key} is running.")
             if counts.failed > 0 and not restarting:
-                if tfjob.spec.enable_dynamic_worker and rtype == TFReplicaType.WORKER:
+                if job.spec.enable_dynamic_worker and rtype == TFReplicaType.WORKER:
                     continue  # workers come and go under dynamic membership
                 set_(
                     JobConditionType.FAILED,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from jobcontroller import JobController, PlanConfig, Settings, run_job_operators
 from mpi_operator.controller import MPIJobController
@@ -22,7 +23,7 @@ from tf_operator.controller import TFJobController
 
 NAME = "training-operator"
 
-SCHEMES: dict[str, Callable[[PlanConfig, Settings], JobController]] = {
+SCHEMES: dict[str, Callable[[PlanConfig, Settings], JobController[Any]]] = {
     "tfjob": lambda config, settings: TFJobController(config=config),
     "pytorchjob": pytorch_controller,
     "mpijob": lambda config, settings: MPIJobController(config=config),

@@ -81,7 +81,7 @@ class PlanContext:
 
     @property
     def kind(self) -> str:
-        return self.fw.model.KIND
+        return str(self.fw.model.KIND)
 
     def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
         self.events.append(Event(type=type_, reason=reason, message=message))

@@ -11,7 +11,7 @@ import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from jobcontroller.api.common import JobModel, JobStatus
 
@@ -264,15 +264,20 @@ def run_policy_delegated(fw: Framework, job: JobModel[Any]) -> bool:
     return bool(hook(job)) if hook is not None else False
 
 
-class Framework(Protocol):
-    """What the pure planner needs from a framework. ``JobController`` implements it with
-    sensible defaults; a framework operator overrides the few that differ.
+JobT = TypeVar("JobT", bound=JobModel[Any])
+"""A framework's own job model (``TFJob``...)."""
+
+
+class FrameworkOf(Protocol[JobT]):
+    """What the pure planner needs from a framework. ``JobController[JobT]`` implements it
+    with sensible defaults; a framework operator overrides the few that differ, with its own
+    job model as the type of ``job`` (``FrameworkOf[TFJob]``).
 
     Every method is pure: no I/O and no clock (``now`` is an argument where time matters).
     """
 
     @property
-    def model(self) -> type[JobModel[Any]]: ...
+    def model(self) -> type[JobT]: ...
 
     @property
     def framework_name(self) -> str:
@@ -284,15 +289,15 @@ class Framework(Protocol):
         """The ``training.kubeflow.org/operator-name`` label (``tfjob-controller``)."""
         ...
 
-    def set_defaults(self, job: JobModel[Any]) -> JobModel[Any]:
+    def set_defaults(self, job: JobT) -> JobT:
         """A defaulted copy of ``job``."""
         ...
 
-    def validate(self, job: JobModel[Any]) -> list[str]:
+    def validate(self, job: JobT) -> list[str]:
         """Human-readable errors; non-empty fails the job with reason <Kind>FailedValidation."""
         ...
 
-    def tolerated(self, job: JobModel[Any]) -> list[str]:
+    def tolerated(self, job: JobT) -> list[str]:
         """Those of ``validate``'s errors that break rules the Go operator never checked.
 
         Admission refuses new jobs that break them, so a job that reaches the operator with
@@ -301,40 +306,40 @@ class Framework(Protocol):
         """
         ...
 
-    def pod_replica_types(self, job: JobModel[Any]) -> list[str]:
+    def pod_replica_types(self, job: JobT) -> list[str]:
         """Replica types the base runs as one pod (and one Service) per index, in order.
 
         MPIJob returns only ``Worker``: its launcher is a batch Job from ``extra_objects``.
         """
         ...
 
-    def is_master_role(self, job: JobModel[Any], rtype: str, index: int) -> bool: ...
+    def is_master_role(self, job: JobT, rtype: str, index: int) -> bool: ...
 
-    def lifecycle_words(self, job: JobModel[Any]) -> LifecycleWords:
+    def lifecycle_words(self, job: JobT) -> LifecycleWords:
         """The words of the Created, Suspended and Resumed conditions and events
         (``LifecycleWords.training_operator(kind, name)`` unless the anchor differs)."""
         ...
 
-    def replica_index_offset(self, job: JobModel[Any], rtype: str) -> int:
+    def replica_index_offset(self, job: JobT, rtype: str) -> int:
         """Added to a slot's index in its ``replica-index`` label (and Service selector); pod
         names keep the slot index. MPI workers start at 1 when the launcher is worker 0."""
         ...
 
-    def delegates_run_policy(self, job: JobModel[Any]) -> bool:
+    def delegates_run_policy(self, job: JobT) -> bool:
         """True when backoffLimit, activeDeadlineSeconds and ttlSecondsAfterFinished belong
         to an object the framework owns (MPI's launcher Job), so the base enforces none."""
         ...
 
-    def services_for(self, job: JobModel[Any], rtype: str) -> bool:
+    def services_for(self, job: JobT, rtype: str) -> bool:
         """Whether the base creates a headless Service per pod of ``rtype``."""
         ...
 
-    def recreate_failed_pods(self, job: JobModel[Any], rtype: str) -> bool:
+    def recreate_failed_pods(self, job: JobT, rtype: str) -> bool:
         """Whether a failed pod of ``rtype`` may be deleted for recreation (MPI workers: no)."""
         ...
 
     def set_cluster_spec(
-        self, job: JobModel[Any], template: Obj, *, rtype: str, index: int, config: PlanConfig
+        self, job: JobT, template: Obj, *, rtype: str, index: int, config: PlanConfig
     ) -> None:
         """Mutate a pod template copy: cluster env (TF_CONFIG, MASTER_ADDR...), init
         containers, hostname/subdomain, volumes."""
@@ -342,7 +347,7 @@ class Framework(Protocol):
 
     def update_status(
         self,
-        job: JobModel[Any],
+        job: JobT,
         status: JobStatus,
         *,
         replicas: Mapping[str, ReplicaPods],
@@ -356,7 +361,7 @@ class Framework(Protocol):
         ...
 
     def extra_objects(
-        self, job: JobModel[Any], observed: Observed, status: JobStatus, *, now: dt.datetime
+        self, job: JobT, observed: Observed, status: JobStatus, *, now: dt.datetime
     ) -> tuple[list[Action], list[Event]]:
         """Actions on framework-specific owned objects (ConfigMap, Secret, launcher Job, HPA).
 
@@ -365,3 +370,7 @@ class Framework(Protocol):
         Failed: clean up what cleanPodPolicy says).
         """
         ...
+
+
+#: Any framework, as the planner sees it.
+Framework = FrameworkOf[Any]

@@ -30,7 +30,7 @@ __all__ = ["RunningController", "install_crds", "running"]
 
 @dataclass
 class RunningController:
-    controller: JobController
+    controller: JobController[Any]
     manager: Manager
     api: KubeApi
     metrics: Metrics
@@ -65,7 +65,7 @@ class RunningController:
 @contextlib.asynccontextmanager
 async def running(
     kubeconfig: str,
-    controller: JobController,
+    controller: JobController[Any],
     *,
     namespace: str = "",
     workers: int = 4,
