@@ -35,6 +35,7 @@ import structlog
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from jobcontroller.api.common import JobStatus
+from jobcontroller.api.crd import build_crd
 from jobcontroller.core.conditions import is_finished
 from jobcontroller.core.names import is_controlled_by
 from jobcontroller.core.planner import plan
@@ -215,6 +216,9 @@ class JobController(Generic[JobT]):
     records them; mpi-operator records none (the log still counts them)."""
     owned_resources: ClassVar[Mapping[str, Resource]] = {}
     """Kinds besides Pod, Service and PodGroup the framework creates (kind -> Resource)."""
+    patched_children: ClassVar[frozenset[str]] = frozenset()
+    """Pod or Service when the framework patches them (MPI's job-wide Service): the RBAC
+    ``<operator> manifests`` generates grants ``patch`` on those only."""
 
     def __init__(
         self,
@@ -316,6 +320,11 @@ class JobController(Generic[JobT]):
         self, job: JobT, observed: Observed, status: JobStatus, *, now: dt.datetime
     ) -> tuple[list[Action], list[Event]]:
         return [], []
+
+    def crd(self) -> dict[str, Any]:
+        """The job kind's CustomResourceDefinition (``build_crd(model)``; override to add a
+        scale subresource or categories)."""
+        return build_crd(self.model)
 
     # ------------------------------------------------------------------ executor hooks
 

@@ -17,6 +17,7 @@ import structlog
 
 from jobcontroller.controller import JobController, pod_group_resource
 from jobcontroller.core.types import PlanConfig
+from jobcontroller.manifests import DEFAULT_IMAGE, crds, operator_manifests, to_yaml
 from jobcontroller.runtime.flags import Settings, parse_settings
 from jobcontroller.runtime.kube import CRDS, ApiError, KubeApi
 from jobcontroller.runtime.manager import Controller, Manager
@@ -148,6 +149,45 @@ def run_job_operator(
     )
 
 
+def _print_manifests(
+    name: str,
+    argv: list[str],
+    *,
+    controllers: Callable[[PlanConfig, Settings], Sequence[JobController[Any]]],
+    add_flags: Callable[[argparse.ArgumentParser], None],
+) -> int:
+    """``<name> crd``: the CRDs; ``<name> manifests``: everything to install the operator."""
+    parser = argparse.ArgumentParser(
+        prog=f"{name} {argv[0]}",
+        description=(
+            "print the CustomResourceDefinitions of the job kinds served"
+            if argv[0] == "crd"
+            else "print the Namespace, CRDs, RBAC and Deployment that install this operator"
+        ),
+    )
+    if argv[0] == "manifests":
+        parser.add_argument("--namespace", default="kubeflow", help="the operator's namespace")
+        parser.add_argument("--image", default=DEFAULT_IMAGE, help="the operator's image")
+        parser.add_argument("--no-crds", action="store_true", help="leave the CRDs out")
+    # Other flags are `run`'s, choosing what is served (training-operator's --enable-scheme).
+    args, run_flags = parser.parse_known_args(argv[1:])
+    settings = parse_settings(name=name, argv=run_flags, add_flags=add_flags)
+    built = list(controllers(plan_config(settings), settings))
+    if argv[0] == "crd":
+        sys.stdout.write(to_yaml(crds(built)))
+    else:
+        objects = operator_manifests(
+            name,
+            built,
+            namespace=args.namespace,
+            image=args.image,
+            with_crds=not args.no_crds,
+            args=run_flags,
+        )
+        sys.stdout.write(to_yaml(objects))
+    return 0
+
+
 def run_job_operators(
     *,
     name: str,
@@ -165,6 +205,8 @@ def run_job_operators(
             add_flags(parser)
 
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("crd", "manifests"):
+        return _print_manifests(name, argv, controllers=controllers, add_flags=flags)
     available = _detect_pod_groups(parse_settings(name=name, argv=argv, add_flags=flags))
 
     def build(settings: Settings, manager: Manager) -> list[Controller]:

@@ -112,6 +112,7 @@ class MPIJobController(JobController[MPIJob]):
     event_component = "mpi-job-controller"  # mpi-operator v0.8's controllerAgentName
     object_events = False  # mpi-operator v0.8 records no Event per created object
     owned_resources = {CONFIG_MAP: CONFIGMAPS, SECRET: SECRETS, JOB: JOBS}
+    patched_children = frozenset({SERVICE})  # the job-wide Service's selector
     mpi_metrics: MPIOperatorMetrics | None = None
 
     def setup(self, manager: Any, queue: Any) -> None:

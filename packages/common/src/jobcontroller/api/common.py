@@ -12,10 +12,10 @@ form without `None` values, which matches Go's `omitempty` for the pointer field
 
 from __future__ import annotations
 
-from abc import abstractmethod
+import functools
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar, Generic, Self, TypeVar
+from typing import Annotated, Any, ClassVar, Generic, Self, TypeVar, get_args, get_origin
 
 from pydantic import (
     AfterValidator,
@@ -28,6 +28,7 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 
 from jobcontroller.api.podschema import QUANTITY_PATTERN, load_pod_template_schema
+from jobcontroller.api.rules import ReplicaRules
 
 __all__ = [
     "INT32_MAX",
@@ -357,9 +358,45 @@ class JobSpec(KubeModel):
         json_schema_extra={"x-crd-default": {}},
     )
 
-    @abstractmethod
     def replica_specs(self) -> dict[str, ReplicaSpec]:
         """The framework's replica-spec map (tfReplicaSpecs, pytorchReplicaSpecs, ...)."""
+        specs: dict[str, ReplicaSpec] = getattr(self, type(self).replica_specs_field())
+        return specs
+
+    @classmethod
+    def replica_specs_field(cls) -> str:
+        """The Python name of the spec's one ``dict[str, ReplicaSpec]`` field.
+
+        Found from the annotations, so a framework spec declares its map (under v1.9's JSON
+        name: ``xgbReplicaSpecs``...) and nothing else; a spec with none or several must
+        override :meth:`replica_specs` and this.
+        """
+        return _replica_specs_field(cls)
+
+    def set_replica_specs(self, specs: dict[str, ReplicaSpec]) -> None:
+        """Replace the replica-spec map (defaulting renames its keys)."""
+        setattr(self, type(self).replica_specs_field(), specs)
+
+
+@functools.cache
+def _replica_specs_field(cls: type[JobSpec]) -> str:
+    found = [
+        name
+        for name, info in cls.model_fields.items()
+        if get_origin(info.annotation) is dict
+        and _unannotated(get_args(info.annotation)[1]) is ReplicaSpec
+    ]
+    if len(found) != 1:
+        raise TypeError(
+            f"{cls.__name__} must have exactly one dict[str, ReplicaSpec] field, "
+            f"found {found or 'none'}"
+        )
+    return found[0]
+
+
+def _unannotated(tp: Any) -> Any:
+    """``Annotated[X, ...]`` -> ``X``."""
+    return get_args(tp)[0] if get_origin(tp) is Annotated else tp
 
 
 SpecT = TypeVar("SpecT", bound=JobSpec)
@@ -386,6 +423,9 @@ class JobModel(KubeModel, Generic[SpecT]):
     # The ``runPolicy.managedBy`` value naming this kind's own operator (an absent value means
     # the same); jobs naming anything else are left to that controller.
     MANAGED_BY_SELF: ClassVar[str] = "kubeflow.org/training-operator"
+    # Replica-type rules for admission and validation; ``build_crd`` and ``job_errors`` apply
+    # them (None: the framework states its own).
+    REPLICA_RULES: ClassVar[ReplicaRules | None] = None
 
     api_version: str = ""
     kind: str = ""

@@ -30,10 +30,11 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, JsonValue
 
-from jobcontroller.api.common import JobModel
+from jobcontroller.api.common import JobModel, JobSpec
 from jobcontroller.api.validation import (
     DNS1035_LABEL_PATTERN,
     DNS1035_MESSAGE,
+    MANAGED_BY_VALUES,
     MAX_DNS_LABEL_LENGTH,
 )
 
@@ -351,13 +352,47 @@ def _root_schema(model: type[JobModel[Any]]) -> dict[str, Any]:
     return schema
 
 
+def _complete(model: type[JobModel[Any]], schema: dict[str, Any]) -> dict[str, Any]:
+    """What every kind needs and a model need not spell out (see :func:`build_crd`)."""
+    spec_model = model.model_fields["spec"].annotation
+    if not (isinstance(spec_model, type) and issubclass(spec_model, JobSpec)):
+        raise UnsupportedSchema(f"{model.__name__}.spec must be a JobSpec subclass")
+    alias = spec_model.model_fields[spec_model.replica_specs_field()].alias or ""
+    spec_schema = schema["properties"]["spec"]
+    replica_map = spec_schema["properties"][alias]
+    replica_map.setdefault("maxProperties", MAX_REPLICA_TYPES)
+    rules = model.REPLICA_RULES
+    if rules is None:
+        return schema
+    if model.DEFAULT_CONTAINER_NAME:
+        item_rules = replica_map["additionalProperties"].setdefault(_VALIDATIONS, [])
+        wanted = cel_default_container_rule(container=model.DEFAULT_CONTAINER_NAME)
+        if wanted not in item_rules:
+            item_rules.append(wanted)
+    replica_map.setdefault(_VALIDATIONS, []).extend(rules.cel(known=model.REPLICA_TYPES))
+    if _VALIDATIONS not in schema:
+        schema[_VALIDATIONS] = cel_root_rules(specs_path=f"self.spec.{alias}")
+    spec_rules = spec_schema.setdefault(_VALIDATIONS, [])
+    if not any(r.get("fieldPath") == ".runPolicy.managedBy" for r in spec_rules):
+        spec_rules.append(cel_managed_by_rule(allowed=MANAGED_BY_VALUES))
+    return schema
+
+
 def build_crd(
     model: type[JobModel[Any]],
     *,
     categories: Sequence[str] = ("kubeflow",),
     scale: ScaleSubresource | None = None,
 ) -> dict[str, Any]:
-    """A complete apiextensions.k8s.io/v1 CRD for one job kind (one served, stored version)."""
+    """A complete apiextensions.k8s.io/v1 CRD for one job kind (one served, stored version).
+
+    The replica-spec map always gets ``maxProperties`` (:data:`MAX_REPLICA_TYPES`), which
+    keeps its CEL rules' estimated cost inside the API server's budget. A model with
+    ``REPLICA_RULES`` gets the rest of a kind's admission from its class attributes too: the
+    rules themselves, the default-container rule on every replica spec, the name rules at
+    the root (:func:`cel_root_rules`) and the ``runPolicy.managedBy`` rule, each unless the
+    model's own schema already has it.
+    """
     names: dict[str, Any] = {
         "kind": model.KIND,
         "listKind": f"{model.KIND}List",
@@ -384,7 +419,7 @@ def build_crd(
             {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
             {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         ],
-        "schema": {"openAPIV3Schema": _root_schema(model)},
+        "schema": {"openAPIV3Schema": _complete(model, _root_schema(model))},
         "subresources": subresources,
     }
     return {

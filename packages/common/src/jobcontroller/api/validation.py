@@ -13,15 +13,17 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from jobcontroller.api.common import ReplicaSpec, RunPolicy
+from jobcontroller.api.common import JobModel, ReplicaSpec, RunPolicy
 
 __all__ = [
     "DNS1035_LABEL_PATTERN",
     "DNS1035_MESSAGE",
+    "MANAGED_BY_VALUES",
     "MAX_DNS_LABEL_LENGTH",
     "container_errors",
     "dns1035_label_errors",
     "duplicate_replica_type_errors",
+    "job_errors",
     "managed_by_errors",
     "managed_by_update_errors",
     "pod_name_length_errors",
@@ -29,6 +31,8 @@ __all__ = [
 ]
 
 MAX_DNS_LABEL_LENGTH = 63
+#: The ``runPolicy.managedBy`` values training-operator v1.9 accepts.
+MANAGED_BY_VALUES = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
 DNS1035_LABEL_PATTERN = "^[a-z]([-a-z0-9]*[a-z0-9])?$"
 _DNS1035_LABEL = re.compile(DNS1035_LABEL_PATTERN)
 
@@ -139,3 +143,38 @@ def managed_by_update_errors(*, old: RunPolicy, new: RunPolicy) -> list[str]:
     if old.managed_by == new.managed_by:
         return []
     return ["spec.runPolicy.managedBy: managedBy is immutable"]
+
+
+def job_errors(
+    job: JobModel[Any],
+    *,
+    old: JobModel[Any] | None = None,
+    managed_by: Iterable[str] = MANAGED_BY_VALUES,
+) -> list[str]:
+    """The checks every kind shares, from the model's class attributes: a DNS-1035 name, a
+    non-empty replica map without case-only duplicates, the model's ``REPLICA_RULES``, the
+    default container and images in every template, pod names within 63 characters,
+    ``runPolicy.managedBy`` (and, on an update, that it did not change). A framework's
+    ``validate`` is this plus what only it knows."""
+    spec_cls = type(job.spec)
+    path = f"spec.{spec_cls.model_fields[spec_cls.replica_specs_field()].alias}"
+    specs = job.replica_specs()
+    errors = dns1035_label_errors(job.name, path="metadata.name")
+    if not specs:
+        errors.append(f"{path}: Required value: must be required")
+    errors += duplicate_replica_type_errors(replica_specs=specs, path=path)
+    rules = job.REPLICA_RULES
+    if rules is not None:
+        errors += rules.errors(specs, path=path, known=job.REPLICA_TYPES)
+    for rtype, replica in specs.items():
+        errors += container_errors(
+            replica_type=rtype,
+            spec=replica,
+            path=path,
+            default_container=job.DEFAULT_CONTAINER_NAME,
+        )
+    errors += pod_name_length_errors(job_name=job.name, replica_specs=specs)
+    errors += managed_by_errors(run_policy=job.run_policy, allowed=managed_by)
+    if old is not None:
+        errors += managed_by_update_errors(old=old.run_policy, new=job.run_policy)
+    return errors

@@ -22,6 +22,7 @@ from jobcontroller.core.conditions import (
     new_reason,
     set_condition,
 )
+from jobcontroller.core.env import set_env
 from jobcontroller.core.names import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
@@ -53,6 +54,7 @@ from jobcontroller.core.replicas import (
     restart_count,
     terminated_state,
 )
+from jobcontroller.core.success import all_workers, master_decides, worker0_decides
 from jobcontroller.core.types import (
     POD,
     POD_GROUP,
@@ -64,6 +66,7 @@ from jobcontroller.core.types import (
     DeleteObject,
     Event,
     Framework,
+    FrameworkOf,
     GangFlavor,
     JobMetric,
     LifecycleWords,
@@ -104,6 +107,7 @@ __all__ = [
     "DeleteObject",
     "Event",
     "Framework",
+    "FrameworkOf",
     "GangFlavor",
     "JobMetric",
     "LifecycleWords",
@@ -114,6 +118,7 @@ __all__ = [
     "PlanConfig",
     "ReplicaPods",
     "abnormal_pod_events",
+    "all_workers",
     "count_replica_status",
     "exit_code_of",
     "expectation_key",
@@ -127,6 +132,7 @@ __all__ = [
     "is_succeeded",
     "is_suspended",
     "is_terminating",
+    "master_decides",
     "new_reason",
     "owner_reference",
     "phase",
@@ -137,5 +143,7 @@ __all__ = [
     "replica_name",
     "restart_count",
     "set_condition",
+    "set_env",
     "terminated_state",
+    "worker0_decides",
 ]

@@ -1,0 +1,62 @@
+"""The defaulting every job kind shares, as one pure function.
+
+training-operator v1.9's ``SetDefaults_<Kind>`` functions all do the same five things; a
+framework's ``set_defaults`` is :func:`default_job` plus whatever only it defaults::
+
+    def set_defaults(self, job: XGBoostJob) -> XGBoostJob:
+        return default_job(job, restart_policy=RestartPolicy.NEVER,
+                           port_name="xgboostjob-port", port=9999)
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from jobcontroller.api.common import (
+    CleanPodPolicy,
+    JobModel,
+    RestartPolicy,
+    canonical_replica_types,
+    set_default_port,
+)
+
+__all__ = ["default_job"]
+
+JobT = TypeVar("JobT", bound=JobModel[Any])
+
+
+def default_job(
+    job: JobT,
+    *,
+    restart_policy: RestartPolicy,
+    port_name: str | None = None,
+    port: int | None = None,
+    clean_pod_policy: CleanPodPolicy = CleanPodPolicy.NONE,
+) -> JobT:
+    """A defaulted deep copy of ``job``: ``runPolicy.cleanPodPolicy`` (``None`` unless
+    given) and ``suspend`` (false) when absent; replica types renamed to their canonical case
+    (``master`` -> ``Master``, from the model's ``REPLICA_TYPES``); in every replica spec
+    ``replicas`` 1 and ``restartPolicy`` when absent; and, with ``port_name`` and ``port``, that
+    port on the model's default container (or the first) unless a port of that name exists.
+    The input is never modified."""
+    job = job.model_copy(deep=True)
+    run_policy = job.spec.run_policy
+    if run_policy.clean_pod_policy is None:
+        run_policy.clean_pod_policy = clean_pod_policy
+    if run_policy.suspend is None:
+        run_policy.suspend = False
+    specs = canonical_replica_types(job.replica_specs(), known=job.REPLICA_TYPES)
+    job.spec.set_replica_specs(specs)
+    for replica in specs.values():
+        if replica.replicas is None:
+            replica.replicas = 1
+        if replica.restart_policy is None:
+            replica.restart_policy = restart_policy
+        if port_name is not None and port is not None:
+            set_default_port(
+                replica.template,
+                container_name=job.DEFAULT_CONTAINER_NAME or "",
+                port_name=port_name,
+                port=port,
+            )
+    return job

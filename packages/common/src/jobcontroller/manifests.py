@@ -1,0 +1,252 @@
+"""The install manifests of an operator built on :class:`JobController`: its CRDs, its
+least-privilege RBAC and its Deployment, derived from the controllers themselves.
+
+``<operator> crd`` and ``<operator> manifests`` print them (every operator made with
+``run_job_operator`` has both subcommands), and ``hack/gen-crds.py`` writes the CRDs of
+manifests/base from the same controllers, so what a new operator ships and what the project's
+own operators ship come from one path. The RBAC a controller needs follows from what it
+reconciles: its job kind (and status, and finalizers for ownerReferences), pods and services,
+events, and every kind in its ``owned_resources``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import yaml
+
+from jobcontroller.controller import JobController
+from jobcontroller.core.types import SERVICE
+
+__all__ = ["DEFAULT_IMAGE", "cluster_role_rules", "crds", "operator_manifests", "to_yaml"]
+
+Obj = dict[str, Any]
+
+DEFAULT_IMAGE = "kubeflow-operators-py"
+"""The Deployment's image: a placeholder for kustomize's ``images:`` to point at a registry."""
+
+_CHILD_VERBS = ["get", "list", "watch", "create", "delete"]
+_OWNED_VERBS = ["get", "list", "watch", "create", "patch", "delete"]
+
+
+def crds(controllers: Iterable[JobController[Any]]) -> list[Obj]:
+    """The CustomResourceDefinition of every controller's job kind."""
+    return [controller.crd() for controller in controllers]
+
+
+def cluster_role_rules(controllers: Sequence[JobController[Any]]) -> list[Obj]:
+    """The ClusterRole rules the controllers need, nothing more."""
+    rules: list[Obj] = []
+    for c in controllers:
+        plural, group = c.model.PLURAL, c.model.GROUP
+        rules += [
+            {
+                "apiGroups": [group],
+                "resources": [plural],
+                "verbs": ["get", "list", "watch", "patch", "delete"],
+            },
+            {"apiGroups": [group], "resources": [f"{plural}/status"], "verbs": ["get", "update"]},
+            {"apiGroups": [group], "resources": [f"{plural}/finalizers"], "verbs": ["update"]},
+        ]
+    patched = {kind for c in controllers for kind in c.patched_children}
+    if SERVICE in patched:
+        rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": _CHILD_VERBS})
+        rules.append(
+            {"apiGroups": [""], "resources": ["services"], "verbs": [*_CHILD_VERBS, "patch"]}
+        )
+    else:
+        rules.append({"apiGroups": [""], "resources": ["pods", "services"], "verbs": _CHILD_VERBS})
+    rules.append({"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]})
+    by_group: dict[str, list[str]] = {}
+    for c in controllers:
+        for resource in c.owned_resources.values():
+            plurals = by_group.setdefault(resource.group, [])
+            if resource.plural not in plurals:
+                plurals.append(resource.plural)
+    rules += [
+        {"apiGroups": [group], "resources": plurals, "verbs": _OWNED_VERBS}
+        for group, plurals in by_group.items()
+    ]
+    return rules
+
+
+def _labels(name: str, **extra: str) -> dict[str, str]:
+    return {"app.kubernetes.io/name": name, **extra}
+
+
+def _binding(kind: str, name: str, namespace: str, role_kind: str, role: str) -> Obj:
+    account = name.removesuffix("-leader-election")
+    meta: Obj = {"name": name, "labels": _labels(account)}
+    if kind == "RoleBinding":
+        meta = {"name": name, "namespace": namespace, "labels": meta["labels"]}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": kind,
+        "metadata": meta,
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
+        "subjects": [
+            {
+                "kind": "ServiceAccount",
+                "name": name.removesuffix("-leader-election"),
+                "namespace": namespace,
+            }
+        ],
+    }
+
+
+def rbac(name: str, controllers: Sequence[JobController[Any]], *, namespace: str) -> list[Obj]:
+    """ServiceAccount, ClusterRole and its binding, and the leader-election Role (the Lease in
+    the operator's own namespace only) and its binding."""
+    election = f"{name}-leader-election"
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": name, "namespace": namespace, "labels": _labels(name)},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": _labels(name)},
+            "rules": cluster_role_rules(controllers),
+        },
+        _binding("ClusterRoleBinding", name, namespace, "ClusterRole", name),
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": {"name": election, "namespace": namespace, "labels": _labels(name)},
+            "rules": [
+                {
+                    "apiGroups": ["coordination.k8s.io"],
+                    "resources": ["leases"],
+                    "verbs": ["get", "create", "update"],
+                }
+            ],
+        },
+        _binding("RoleBinding", election, namespace, "Role", election),
+    ]
+
+
+def deployment(
+    name: str, *, namespace: str, image: str = DEFAULT_IMAGE, args: Sequence[str] = ()
+) -> Obj:
+    """Two replicas behind a Lease (the standby keeps warm caches), non-root with a read-only
+    root filesystem, JSON logs, metrics on 8080 and probes on 8081."""
+    selector = _labels(name, **{"app.kubernetes.io/component": "controller"})
+    restricted = {
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+    }
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(selector)},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": dict(selector)},
+            "template": {
+                "metadata": {"labels": dict(selector)},
+                "spec": {
+                    "serviceAccountName": name,
+                    "securityContext": {
+                        **restricted,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "preferredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "weight": 100,
+                                    "podAffinityTerm": {
+                                        "topologyKey": "kubernetes.io/hostname",
+                                        "labelSelector": {"matchLabels": _labels(name)},
+                                    },
+                                }
+                            ]
+                        }
+                    },
+                    "containers": [
+                        {
+                            "name": "operator",
+                            "image": image,
+                            "command": [name, "run"],
+                            "args": [
+                                "--leader-elect",
+                                "--leader-election-namespace=$(POD_NAMESPACE)",
+                                "--log-format=json",
+                                "--metrics-port=8080",
+                                "--health-port=8081",
+                                *args,
+                            ],
+                            "env": [
+                                {
+                                    "name": "POD_NAMESPACE",
+                                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+                                }
+                            ],
+                            "ports": [
+                                {"name": "metrics", "containerPort": 8080},
+                                {"name": "health", "containerPort": 8081},
+                            ],
+                            "livenessProbe": {
+                                "httpGet": {"path": "/healthz", "port": "health"},
+                                "initialDelaySeconds": 10,
+                                "periodSeconds": 20,
+                            },
+                            "readinessProbe": {
+                                "httpGet": {"path": "/readyz", "port": "health"},
+                                "periodSeconds": 10,
+                            },
+                            "resources": {
+                                "requests": {"cpu": "100m", "memory": "256Mi"},
+                                "limits": {"cpu": "1", "memory": "512Mi"},
+                            },
+                            "securityContext": {
+                                **restricted,
+                                "readOnlyRootFilesystem": True,
+                                "allowPrivilegeEscalation": False,
+                                "capabilities": {"drop": ["ALL"]},
+                                "seccompProfile": {"type": "RuntimeDefault"},
+                            },
+                            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                        }
+                    ],
+                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+                },
+            },
+        },
+    }
+
+
+def operator_manifests(
+    name: str,
+    controllers: Sequence[JobController[Any]],
+    *,
+    namespace: str = "kubeflow",
+    image: str = DEFAULT_IMAGE,
+    with_crds: bool = True,
+    args: Sequence[str] = (),
+) -> list[Obj]:
+    """Everything to install operator ``name`` (its console script) running ``controllers``:
+    the Namespace, CRDs, RBAC and the Deployment (``args``: more ``run`` flags), in apply
+    order."""
+    objects: list[Obj] = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}
+    ]
+    if with_crds:
+        objects += crds(controllers)
+    return [
+        *objects,
+        *rbac(name, controllers, namespace=namespace),
+        deployment(name, namespace=namespace, image=image),
+    ]
+
+
+def to_yaml(objects: Iterable[Obj]) -> str:
+    """A multi-document YAML stream, keys in the order given."""
+    return "".join(
+        "---\n" + yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, width=100)
+        for obj in objects
+    )
