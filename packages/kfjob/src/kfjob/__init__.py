@@ -1,0 +1,1 @@
+"""kfjob: a Python SDK and CLI for Kubeflow training jobs."""
