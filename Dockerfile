@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# One image, every operator: tf-operator, pytorch-operator, mpi-operator and the all-in-one
+# One image, every operator: tf-, pytorch-, mpi-, xgboost-, paddle-, jax-operator and the all-in-one
 # training-operator are console scripts of the same venv; a Deployment picks one with `command`.
 # Build from the repository root:
 #   docker build -t ghcr.io/example/kubeflow-operators-py:0.1.0 .
@@ -27,12 +27,16 @@ COPY packages/common/pyproject.toml packages/common/
 COPY packages/tf_operator/pyproject.toml packages/tf_operator/
 COPY packages/pytorch_operator/pyproject.toml packages/pytorch_operator/
 COPY packages/mpi_operator/pyproject.toml packages/mpi_operator/
+COPY packages/xgboost_operator/pyproject.toml packages/xgboost_operator/
+COPY packages/paddle_operator/pyproject.toml packages/paddle_operator/
+COPY packages/jax_operator/pyproject.toml packages/jax_operator/
 COPY packages/training_operator/pyproject.toml packages/training_operator/
 COPY packages/testing/pyproject.toml packages/testing/
+COPY packages/kfjob/pyproject.toml packages/kfjob/
 RUN --mount=type=cache,target=/root/.cache/uv \
     uv sync --frozen --no-dev --no-install-workspace
 
-# Then the five runtime workspace packages, installed as wheels (not editable: /src is not
+# Then the runtime workspace packages, installed as wheels (not editable: /src is not
 # copied on). The test kit (jobcontroller-testing, a dev dependency) is not installed, and the
 # jobcontroller wheel leaves jobcontroller/testing out.
 COPY packages/ packages/

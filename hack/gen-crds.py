@@ -1,4 +1,4 @@
-"""Write the kubeflow.org CRDs generated from the pydantic models to manifests/base/crds.
+"""Write the CRDs of every job kind served (each controller's ``crd()``) to manifests/base/crds.
 
 uv run python hack/gen-crds.py           # regenerate
 uv run python hack/gen-crds.py --check   # exit 1 if a committed manifest has drifted
@@ -9,24 +9,20 @@ from __future__ import annotations
 import argparse
 import difflib
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from jobcontroller.api.crd import crd_to_yaml
-from mpi_operator.api import mpijob_crd
-from pytorch_operator.api import pytorchjob_crd
-from tf_operator.api import tfjob_crd
+from jobcontroller.manifests import crds
+from training_operator.__main__ import build_controllers
 
 CRD_DIR = Path(__file__).resolve().parent.parent / "manifests" / "base" / "crds"
-GENERATORS: tuple[Callable[[], dict[str, Any]], ...] = (tfjob_crd, pytorchjob_crd, mpijob_crd)
 
 
 def rendered() -> dict[Path, str]:
     """Every CRD manifest path with the content it should have."""
     out: dict[Path, str] = {}
-    for generate in GENERATORS:
-        crd = generate()
+    # The CRDs `<operator> crd` prints: each controller's own (one path for every operator).
+    for crd in crds(build_controllers()):
         spec = crd["spec"]
         out[CRD_DIR / f"{spec['group']}_{spec['names']['plural']}.yaml"] = crd_to_yaml(crd)
     return out

@@ -114,6 +114,9 @@ async def test_crds_are_established_with_their_names(
         "tfjobs.kubeflow.org",
         "pytorchjobs.kubeflow.org",
         "mpijobs.kubeflow.org",
+        "xgboostjobs.kubeflow.org",
+        "paddlejobs.kubeflow.org",
+        "jaxjobs.kubeflow.org",
     }
     assert accepted["mpijobs.kubeflow.org"]["shortNames"] == ["mpij"]
     # Not in "all": `kubectl delete all --all` must not delete training jobs (issue 12).

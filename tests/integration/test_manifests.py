@@ -30,7 +30,14 @@ ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = ROOT / "manifests" / "overlays"
 PROMETHEUS_OPERATOR_CRDS = ROOT / "tests" / "data" / "prometheus-operator-crds.yaml"
 RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
-PLURALS = {"tf-operator": "tfjobs", "pytorch-operator": "pytorchjobs", "mpi-operator": "mpijobs"}
+PLURALS = {
+    "tf-operator": "tfjobs",
+    "pytorch-operator": "pytorchjobs",
+    "mpi-operator": "mpijobs",
+    "xgboost-operator": "xgboostjobs",
+    "paddle-operator": "paddlejobs",
+    "jax-operator": "jaxjobs",
+}
 
 Obj = dict[str, Any]
 
@@ -294,7 +301,7 @@ def test_monitoring_is_a_component_of_either_flavour(
         components=("monitoring",),
     )
     kinds = [o["kind"] for o in rendered]
-    assert kinds.count("ServiceMonitor") == 3 and kinds.count("PrometheusRule") == 1
+    assert kinds.count("ServiceMonitor") == len(PLURALS) and kinds.count("PrometheusRule") == 1
     [dashboard] = [o for o in rendered if o["kind"] == "ConfigMap"]
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(dashboard["data"]["kubeflow-operators-py.json"])["panels"]
@@ -322,7 +329,7 @@ def test_rbac_grants_each_operator_what_it_needs_and_no_more(
     rbac = [o for o in rendered if o["kind"] in RBAC_KINDS]
     deployments = [o for o in rendered if o["kind"] == "Deployment"]
     flags = [d["spec"]["template"]["spec"]["containers"][0]["args"] for d in deployments]
-    assert len(flags) == 3
+    assert len(flags) == len(PLURALS)
     assert all(("--gang-scheduler-name=volcano" in args) == gang for args in flags), flags
     manifest = yaml.safe_dump_all(rbac)
     kubectl("apply", "-f", "-", stdin=manifest)

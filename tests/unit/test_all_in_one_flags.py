@@ -18,7 +18,7 @@ def _enabled(*argv: str) -> list[str]:
 
 
 def test_all_kinds_by_default() -> None:
-    assert _enabled() == ["tfjob", "pytorchjob", "mpijob"]
+    assert _enabled() == ["tfjob", "pytorchjob", "xgboostjob", "mpijob", "paddlejob", "jaxjob"]
 
 
 @pytest.mark.parametrize(
@@ -35,9 +35,9 @@ def test_repeated_or_comma_separated_case_insensitive(argv: tuple[str, ...]) -> 
 
 @pytest.mark.parametrize(
     ("scheme", "message"),
-    [("xgboostjob", "not served by this operator yet"), ("tfjobs", "unknown scheme 'tfjobs'")],
+    [("tfjobs", "unknown scheme 'tfjobs'"), ("mxjob", "unknown scheme 'mxjob'")],
 )
-def test_a_kind_not_served_is_a_flag_error(
+def test_an_unknown_kind_is_a_flag_error(
     scheme: str, message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exited:

@@ -33,12 +33,15 @@ def test_committed_manifest_matches_the_models(path: Path) -> None:
     )
 
 
-def test_manifests_are_the_three_kubeflow_crds() -> None:
+def test_manifests_are_the_six_kubeflow_crds() -> None:
     names = sorted(p.name for p in GEN.rendered())
     assert names == [
+        "kubeflow.org_jaxjobs.yaml",
         "kubeflow.org_mpijobs.yaml",
+        "kubeflow.org_paddlejobs.yaml",
         "kubeflow.org_pytorchjobs.yaml",
         "kubeflow.org_tfjobs.yaml",
+        "kubeflow.org_xgboostjobs.yaml",
     ]
     for path in GEN.rendered():
         docs = list(yaml.safe_load_all(path.read_text()))

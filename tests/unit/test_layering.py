@@ -11,7 +11,14 @@ import pytest
 
 PACKAGES = Path(__file__).resolve().parents[2] / "packages"
 COMMON = PACKAGES / "common" / "src" / "jobcontroller"
-FRAMEWORKS = ("tf_operator", "pytorch_operator", "mpi_operator")
+FRAMEWORKS = (
+    "tf_operator",
+    "pytorch_operator",
+    "mpi_operator",
+    "xgboost_operator",
+    "paddle_operator",
+    "jax_operator",
+)
 
 
 def imports(path: Path) -> set[str]:

@@ -26,7 +26,14 @@ ROOT = Path(__file__).resolve().parents[2]
 OVERLAYS = ("standalone", "namespaced", "monitoring", "all-in-one")
 #: The overlays whose operators watch only their own namespace.
 NAMESPACED = {"namespaced"}
-OPERATORS = {"tf-operator", "pytorch-operator", "mpi-operator"}
+OPERATORS = {
+    "tf-operator",
+    "pytorch-operator",
+    "mpi-operator",
+    "xgboost-operator",
+    "paddle-operator",
+    "jax-operator",
+}
 #: Overlays that run every kind in one Deployment.
 ALL_IN_ONE = {"all-in-one": {"training-operator"}}
 

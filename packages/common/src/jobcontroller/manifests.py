@@ -240,7 +240,7 @@ def operator_manifests(
     return [
         *objects,
         *rbac(name, controllers, namespace=namespace),
-        deployment(name, namespace=namespace, image=image),
+        deployment(name, namespace=namespace, image=image, args=args),
     ]
 
 

@@ -224,6 +224,13 @@ class PyTorchJobSpec(JobSpec):
         return self.pytorch_replica_specs
 
 
+PYTORCH_SCALE = ScaleSubresource(
+    spec_replicas_path=".spec.pytorchReplicaSpecs.Worker.replicas",
+    status_replicas_path=".status.replicaStatuses.Worker.active",
+    label_selector_path=".status.replicaStatuses.Worker.selector",
+)
+
+
 class PyTorchJob(JobModel[PyTorchJobSpec]):
     """PyTorchJob is a distributed PyTorch training job: a master and workers (or elastic
     workers under torchrun), with MASTER_ADDR, RANK, WORLD_SIZE and PET_* set."""
@@ -240,13 +247,7 @@ class PyTorchJob(JobModel[PyTorchJobSpec]):
     SINGULAR: ClassVar[str] = "pytorchjob"
     REPLICA_TYPES: ClassVar[tuple[str, ...]] = _REPLICA_TYPES
     DEFAULT_CONTAINER_NAME: ClassVar[str | None] = PYTORCH_CONTAINER_NAME
-
-
-PYTORCH_SCALE = ScaleSubresource(
-    spec_replicas_path=".spec.pytorchReplicaSpecs.Worker.replicas",
-    status_replicas_path=".status.replicaStatuses.Worker.active",
-    label_selector_path=".status.replicaStatuses.Worker.selector",
-)
+    SCALE: ClassVar[ScaleSubresource | None] = PYTORCH_SCALE
 
 
 def default_pytorchjob(job: PyTorchJob) -> PyTorchJob:
@@ -340,4 +341,4 @@ def deprecation_warnings(job: PyTorchJob) -> list[str]:
 
 
 def pytorchjob_crd() -> dict[str, Any]:
-    return build_crd(PyTorchJob, scale=PYTORCH_SCALE)
+    return build_crd(PyTorchJob)

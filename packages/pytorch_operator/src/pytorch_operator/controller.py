@@ -37,7 +37,6 @@ from pytorch_operator.api import (
     PyTorchJob,
     PyTorchReplicaType,
     default_pytorchjob,
-    pytorchjob_crd,
     validate_pytorchjob,
 )
 from pytorch_operator.env import add_env, pod_env
@@ -72,9 +71,6 @@ class PyTorchJobController(JobController[PyTorchJob]):
     framework_name = "pytorch"
     controller_name = "pytorchjob-controller"
     owned_resources: ClassVar[Mapping[str, Resource]] = {HPA: HPAS}
-
-    def crd(self) -> dict[str, Any]:
-        return pytorchjob_crd()  # with the scale subresource the HPA uses
 
     def __init__(
         self,

@@ -1,9 +1,10 @@
 """``training-operator run [flags]`` and ``python -m training_operator``.
 
-The TFJob, PyTorchJob and MPIJob controllers in one process and one event loop: one API client
-and its QPS budget, one watch on pods and one on services for all of them, one metrics
-registry, one HTTP server, one Lease. ``--enable-scheme`` picks the kinds, as the
-training-operator spells it (repeated or comma-separated, case-insensitive; all by default).
+The TFJob, PyTorchJob, XGBoostJob, MPIJob, PaddleJob and JAXJob controllers in one process and
+one event loop: one API client and its QPS budget, one watch on pods and one on services for
+all of them, one metrics registry, one HTTP server, one Lease. ``--enable-scheme`` picks the
+kinds, as the training-operator spells it (repeated or comma-separated, case-insensitive; all by
+default).
 Every framework's own flags are accepted (``--pytorch-init-container-*``...). The MPIJob served
 is mpi-operator's ``kubeflow.org/v2beta1``.
 """
@@ -15,21 +16,33 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jobcontroller import JobController, PlanConfig, Settings, run_job_operators
+from jax_operator.controller import JAXJobController
+from jobcontroller import (
+    JobController,
+    PlanConfig,
+    Settings,
+    add_job_flags,
+    plan_config,
+    run_job_operators,
+)
+from jobcontroller.runtime.flags import parse_settings
 from mpi_operator.controller import MPIJobController
+from paddle_operator.controller import PaddleJobController
 from pytorch_operator.__main__ import add_flags as add_pytorch_flags
 from pytorch_operator.__main__ import build_controller as pytorch_controller
 from tf_operator.controller import TFJobController
+from xgboost_operator.controller import XGBoostJobController
 
 NAME = "training-operator"
 
 SCHEMES: dict[str, Callable[[PlanConfig, Settings], JobController[Any]]] = {
     "tfjob": lambda config, settings: TFJobController(config=config),
     "pytorchjob": pytorch_controller,
+    "xgboostjob": lambda config, settings: XGBoostJobController(config=config),
     "mpijob": lambda config, settings: MPIJobController(config=config),
+    "paddlejob": lambda config, settings: PaddleJobController(config=config),
+    "jaxjob": lambda config, settings: JAXJobController(config=config),
 }
-#: The training-operator v1.9's other kinds, which this project does not serve yet.
-NOT_SERVED = ("xgboostjob", "paddlejob", "jaxjob")
 
 
 def _schemes(text: str) -> list[str]:
@@ -38,10 +51,6 @@ def _schemes(text: str) -> list[str]:
         scheme = part.strip().lower()
         if not scheme:
             continue
-        if scheme in NOT_SERVED:
-            raise argparse.ArgumentTypeError(
-                f"{scheme} is not served by this operator yet; it serves {', '.join(SCHEMES)}"
-            )
         if scheme not in SCHEMES:
             raise argparse.ArgumentTypeError(
                 f"unknown scheme {part.strip()!r}; choose from {', '.join(SCHEMES)}"
@@ -68,6 +77,19 @@ def enabled(settings: Settings) -> list[str]:
     given = settings.extras.get("enable_scheme") or []
     wanted = {scheme for group in given for scheme in group} if given else set(SCHEMES)
     return [scheme for scheme in SCHEMES if scheme in wanted]
+
+
+def build_controllers(argv: Sequence[str] = ()) -> list[JobController[Any]]:
+    """The controllers ``training-operator run <argv>`` would run (every kind by default), for
+    tools that need them without running them (the CRD generator, renderers)."""
+
+    def flags(parser: argparse.ArgumentParser) -> None:
+        add_job_flags(parser)
+        add_flags(parser)
+
+    settings = parse_settings(name=NAME, argv=list(argv), add_flags=flags)
+    config = plan_config(settings)
+    return [SCHEMES[scheme](config, settings) for scheme in enabled(settings)]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

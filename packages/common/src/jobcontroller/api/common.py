@@ -13,6 +13,7 @@ form without `None` values, which matches Go's `omitempty` for the pointer field
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Generic, Self, TypeVar, get_args, get_origin
@@ -47,6 +48,7 @@ __all__ = [
     "ReplicaStatus",
     "RestartPolicy",
     "RunPolicy",
+    "ScaleSubresource",
     "SchedulingPolicy",
     "Time",
     "canonical_replica_types",
@@ -349,6 +351,15 @@ class JobStatus(KubeModel):
         )
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScaleSubresource:
+    """JSON paths of the scale subresource (used by `kubectl scale` and the HPA)."""
+
+    spec_replicas_path: str
+    status_replicas_path: str
+    label_selector_path: str | None = None
+
+
 class JobSpec(KubeModel):
     """Base of every framework spec: the run policy plus the replica-spec hook."""
 
@@ -426,6 +437,8 @@ class JobModel(KubeModel, Generic[SpecT]):
     # Replica-type rules for admission and validation; ``build_crd`` and ``job_errors`` apply
     # them (None: the framework states its own).
     REPLICA_RULES: ClassVar[ReplicaRules | None] = None
+    # The CRD's scale subresource (``kubectl scale``, an HPA), if the kind has one.
+    SCALE: ClassVar[ScaleSubresource | None] = None
 
     api_version: str = ""
     kind: str = ""

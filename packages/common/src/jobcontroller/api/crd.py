@@ -24,13 +24,12 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, JsonValue
 
-from jobcontroller.api.common import JobModel, JobSpec
+from jobcontroller.api.common import JobModel, JobSpec, ScaleSubresource
 from jobcontroller.api.validation import (
     DNS1035_LABEL_PATTERN,
     DNS1035_MESSAGE,
@@ -87,15 +86,6 @@ JsonDict = dict[str, JsonValue]
 
 class UnsupportedSchema(ValueError):
     """The model uses a construct that has no structural-schema equivalent."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScaleSubresource:
-    """JSON paths of the scale subresource (used by `kubectl scale` and the HPA)."""
-
-    spec_replicas_path: str
-    status_replicas_path: str
-    label_selector_path: str | None = None
 
 
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
@@ -384,7 +374,8 @@ def build_crd(
     categories: Sequence[str] = ("kubeflow",),
     scale: ScaleSubresource | None = None,
 ) -> dict[str, Any]:
-    """A complete apiextensions.k8s.io/v1 CRD for one job kind (one served, stored version).
+    """A complete apiextensions.k8s.io/v1 CRD for one job kind (one served, stored version),
+    with the scale subresource ``scale`` or else the model's ``SCALE``.
 
     The replica-spec map always gets ``maxProperties`` (:data:`MAX_REPLICA_TYPES`), which
     keeps its CEL rules' estimated cost inside the API server's budget. A model with
@@ -404,6 +395,7 @@ def build_crd(
     if categories:
         names["categories"] = list(categories)
     subresources: dict[str, Any] = {"status": {}}
+    scale = scale if scale is not None else model.SCALE
     if scale is not None:
         subresources["scale"] = {
             "specReplicasPath": scale.spec_replicas_path,

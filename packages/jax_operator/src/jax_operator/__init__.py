@@ -1,0 +1,1 @@
+"""jax_operator: the JAXJob operator."""

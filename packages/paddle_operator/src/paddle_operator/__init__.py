@@ -1,0 +1,1 @@
+"""paddle_operator: the PaddleJob operator."""

@@ -1,0 +1,1 @@
+"""xgboost_operator: the XGBoostJob operator."""

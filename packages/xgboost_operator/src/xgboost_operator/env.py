@@ -1,0 +1,94 @@
+"""The environment XGBoost's Rabit tracker and workers (and LightGBM) read, as v1.9 sets it.
+
+v1.9's ``SetPodEnv`` (pkg/controller.v1/xgboost/xgboost.go) gives every container of every pod
+(not init containers), in this order:
+
+- ``MASTER_PORT``: the Master's ``xgboostjob-port`` (on its ``xgboost`` container);
+- ``MASTER_ADDR``: ``<job>-master-0``, a short name resolved through the pod's DNS search path
+  (the master's headless Service);
+- ``WORLD_SIZE``: the replicas of all types added up;
+- ``RANK``: the master 0, worker i ``i + <Master replicas>``;
+- ``PYTHONUNBUFFERED=1``;
+- when the world is larger than one, for LightGBM: ``WORKER_PORT``, the Worker's
+  ``xgboostjob-port``, and ``WORKER_ADDRS``, ``<job>-worker-0,...`` (WORLD_SIZE - 1 names).
+
+The operator's values win over the user's, as in v1.9, which appends its own after the user's
+(the kubelet takes the last definition); ours drops the user's definition instead of shadowing
+it, so the pod carries one definition of each name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xgboost_operator.api import (
+    XGBOOST_CONTAINER_NAME,
+    XGBOOST_PORT,
+    XGBOOST_PORT_NAME,
+    XGBoostJob,
+    XGBoostReplicaType,
+)
+
+__all__ = ["add_env", "pod_env", "replica_port", "world_size"]
+
+_MASTER = XGBoostReplicaType.MASTER
+_WORKER = XGBoostReplicaType.WORKER
+
+
+def replica_port(job: XGBoostJob, rtype: str) -> int:
+    """The ``xgboostjob-port`` of the ``xgboost`` container of ``rtype``.
+
+    The defaulter puts it there, so the fallback (9999) is only for a type the job lacks, where
+    v1.9 stopped reconciling the job with an error (validation refuses such jobs anyway).
+    """
+    spec = job.spec.xgb_replica_specs.get(rtype)
+    template = spec.template if spec is not None else {}
+    for container in (template.get("spec") or {}).get("containers") or []:
+        if container.get("name") != XGBOOST_CONTAINER_NAME:
+            continue
+        for port in container.get("ports") or []:
+            if port.get("name") == XGBOOST_PORT_NAME and port.get("containerPort"):
+                return int(port["containerPort"])
+    return XGBOOST_PORT
+
+
+def world_size(job: XGBoostJob) -> int:
+    return sum(spec.replicas or 0 for spec in job.spec.xgb_replica_specs.values())
+
+
+def _name(job: XGBoostJob, rtype: str, index: int) -> str:
+    return f"{job.name}-{rtype.lower()}-{index}".replace("/", "-")
+
+
+def pod_env(job: XGBoostJob, *, rtype: str, index: int) -> list[tuple[str, str]]:
+    """The variables of replica ``rtype``/``index`` of a defaulted job, in v1.9's order."""
+    rank = index
+    if rtype.lower() == _WORKER.lower():
+        master = job.spec.xgb_replica_specs.get(_MASTER)
+        rank += (master.replicas or 0) if master is not None else 0
+    total = world_size(job)
+    env = [
+        ("MASTER_PORT", str(replica_port(job, _MASTER))),
+        ("MASTER_ADDR", _name(job, _MASTER, 0)),
+        ("WORLD_SIZE", str(total)),
+        ("RANK", str(rank)),
+        ("PYTHONUNBUFFERED", "1"),
+    ]
+    if total > 1:
+        addrs = ",".join(_name(job, _WORKER, i) for i in range(total - 1))
+        env += [("WORKER_PORT", str(replica_port(job, _WORKER))), ("WORKER_ADDRS", addrs)]
+    return env
+
+
+def add_env(template: dict[str, Any], env: list[tuple[str, str]]) -> None:
+    """Give every container of a pod template ``env``, after its own variables; where the
+    container defines one of these names itself, the operator's value replaces it."""
+    names = {name for name, _ in env}
+    for container in (template.get("spec") or {}).get("containers") or []:
+        current = [
+            item
+            for item in container.get("env") or []
+            if not (isinstance(item, dict) and item.get("name") in names)
+        ]
+        current.extend({"name": name, "value": value} for name, value in env)
+        container["env"] = current
