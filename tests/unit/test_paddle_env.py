@@ -7,8 +7,10 @@ from typing import Any
 
 import yaml
 
+from jobcontroller import PlanConfig
 from paddle_operator.api import PaddleJob, default_paddlejob
-from paddle_operator.env import add_env, pod_env
+from paddle_operator.controller import PaddleJobController
+from paddle_operator.env import pod_env
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "paddlejob-simple-cpu.yaml"
 POD_IP = {"name": "POD_IP_DUMMY", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}
@@ -96,7 +98,9 @@ def test_every_container_gets_the_env_after_its_own_and_the_operator_wins() -> N
         }
     }
     env = pod_env(job, rtype="Worker", index=1)
-    add_env(template, env)
+    PaddleJobController().set_cluster_spec(
+        job, template, rtype="Worker", index=1, config=PlanConfig()
+    )
     paddle, sidecar = template["spec"]["containers"]
     assert paddle["env"] == [_var("LR", "0.1"), *env]
     assert sidecar["env"] == env

@@ -9,7 +9,7 @@ import yaml
 
 from xgboost_operator.api import XGBoostJob, default_xgboostjob
 from xgboost_operator.controller import XGBoostJobController
-from xgboost_operator.env import add_env, pod_env
+from xgboost_operator.env import pod_env
 
 EXAMPLE = Path(__file__).parents[2] / "examples" / "xgboostjob-iris.yaml"
 
@@ -112,12 +112,6 @@ def test_every_container_gets_the_env_after_its_own_and_the_operators_values_win
     assert {e["name"]: e["value"] for e in xgb["env"]}["RANK"] == "1"
     assert sidecar["env"] == xgb["env"][1:]
     assert "env" not in template["spec"]["initContainers"][0]
-
-
-def test_add_env_replaces_only_the_names_it_sets() -> None:
-    template: dict[str, Any] = {"spec": {"containers": [{"name": "xgboost"}]}}
-    add_env(template, [("RANK", "0")])
-    assert template["spec"]["containers"][0]["env"] == [{"name": "RANK", "value": "0"}]
 
 
 def test_only_the_master_has_the_master_role() -> None:

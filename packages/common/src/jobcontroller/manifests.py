@@ -68,7 +68,31 @@ def cluster_role_rules(controllers: Sequence[JobController[Any]]) -> list[Obj]:
         {"apiGroups": [group], "resources": plurals, "verbs": _OWNED_VERBS}
         for group, plurals in by_group.items()
     ]
+    if any(c.config.gang_scheduler_name for c in controllers):
+        rules += _GANG_RULES
     return rules
+
+
+#: What --gang-scheduler-name needs (manifests/components/gang-scheduling grants the same):
+#: the PodGroups, a look at whether their CRD is installed, and PriorityClass values.
+_GANG_RULES: list[Obj] = [
+    {
+        "apiGroups": ["scheduling.volcano.sh", "scheduling.x-k8s.io"],
+        "resources": ["podgroups"],
+        "verbs": _OWNED_VERBS,
+    },
+    {
+        "apiGroups": ["apiextensions.k8s.io"],
+        "resources": ["customresourcedefinitions"],
+        "resourceNames": ["podgroups.scheduling.volcano.sh", "podgroups.scheduling.x-k8s.io"],
+        "verbs": ["get"],
+    },
+    {
+        "apiGroups": ["scheduling.k8s.io"],
+        "resources": ["priorityclasses"],
+        "verbs": ["get", "list", "watch"],
+    },
+]
 
 
 def _labels(name: str, **extra: str) -> dict[str, str]:

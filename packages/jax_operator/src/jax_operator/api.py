@@ -16,13 +16,11 @@ from typing import Annotated, Any, ClassVar
 from pydantic import ConfigDict, Field
 
 from jobcontroller.api import (
-    CleanPodPolicy,
     JobModel,
     JobSpec,
     ReplicaSpec,
     RestartPolicy,
-    canonical_replica_types,
-    set_default_port,
+    default_job,
 )
 from jobcontroller.api.crd import (
     MAX_REPLICA_TYPES,
@@ -106,9 +104,6 @@ class JAXJobSpec(JobSpec):
         },
     )
 
-    def replica_specs(self) -> dict[str, ReplicaSpec]:
-        return self.jax_replica_specs
-
 
 # jax_types.go's +kubebuilder:subresource:scale marker.
 JAX_SCALE = ScaleSubresource(
@@ -139,28 +134,9 @@ class JAXJob(JobModel[JAXJobSpec]):
 
 def default_jaxjob(job: JAXJob) -> JAXJob:
     """v1.9's SetDefaults_JAXJob, as a pure function returning a new object."""
-    job = job.model_copy(deep=True)
-    spec = job.spec
-    if spec.run_policy.clean_pod_policy is None:
-        spec.run_policy.clean_pod_policy = CleanPodPolicy.NONE
-    if spec.run_policy.suspend is None:
-        # The CRD's default (+kubebuilder:default=false), for objects stored without it.
-        spec.run_policy.suspend = False
-    spec.jax_replica_specs = canonical_replica_types(
-        spec.jax_replica_specs, known=JAXJob.REPLICA_TYPES
+    return default_job(
+        job, restart_policy=RestartPolicy.NEVER, port_name=JAX_PORT_NAME, port=JAX_PORT
     )
-    for replica in spec.jax_replica_specs.values():
-        if replica.replicas is None:
-            replica.replicas = 1
-        if replica.restart_policy is None:
-            replica.restart_policy = RestartPolicy.NEVER
-        set_default_port(
-            replica.template,
-            container_name=JAX_CONTAINER_NAME,
-            port_name=JAX_PORT_NAME,
-            port=JAX_PORT,
-        )
-    return job
 
 
 def validate_jaxjob(job: JAXJob, *, old: JAXJob | None = None) -> list[str]:

@@ -11,39 +11,20 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from jax_operator.api import JAXJob, JAXReplicaType, default_jaxjob, validate_jaxjob
-from jax_operator.env import add_env, pod_env
+from jax_operator.api import JAXJob, default_jaxjob, validate_jaxjob
+from jax_operator.env import pod_env
 from jobcontroller import (
-    JOB_NAME_LABEL,
-    OPERATOR_NAME_LABEL,
-    REASON_FAILED,
-    REASON_RESTARTING,
-    REASON_RUNNING,
-    REASON_SUCCEEDED,
-    REPLICA_TYPE_LABEL,
     Event,
     JobController,
     PlanConfig,
     ReplicaPods,
-    new_reason,
-    set_condition,
+    all_workers,
+    set_env,
+    set_replica_selectors,
 )
-from jobcontroller.api import JobConditionType, JobStatus, RestartPolicy
+from jobcontroller.api import JobStatus
 
-__all__ = ["JAXJobController", "replica_selector"]
-
-_WORKER = JAXReplicaType.WORKER
-
-
-def replica_selector(*, controller_name: str, job_name: str, rtype: str) -> str:
-    """v1.9's GenLabelSelector as metav1.FormatLabelSelector prints it (keys sorted): what the
-    scale subresource hands an HPA to find the workers."""
-    labels = {
-        OPERATOR_NAME_LABEL: controller_name,
-        JOB_NAME_LABEL: job_name,
-        REPLICA_TYPE_LABEL: rtype.lower(),
-    }
-    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+__all__ = ["JAXJobController"]
 
 
 class JAXJobController(JobController[JAXJob]):
@@ -70,7 +51,7 @@ class JAXJobController(JobController[JAXJob]):
         index: int,
         config: PlanConfig,
     ) -> None:
-        add_env(template, pod_env(job, index=index))
+        set_env(template, pod_env(job, index=index), override=True)
 
     def update_status(
         self,
@@ -81,48 +62,7 @@ class JAXJobController(JobController[JAXJob]):
         now: dt.datetime,
     ) -> list[Event]:
         """v1.9's UpdateJobStatus: all workers succeeded -> Succeeded; a worker running ->
-        Running; a failed worker not replaced yet -> Restarting, or Failed under Never."""
-        specs = job.spec.jax_replica_specs
-        kind, key = JAXJob.KIND, job.key
-
-        def set_(cond: str, reason: str, message: str) -> None:
-            set_condition(
-                status, cond_type=cond, reason=new_reason(kind, reason), message=message, now=now
-            )
-
-        for rtype, replica_status in status.replica_statuses.items():
-            replica_status.selector = replica_selector(
-                controller_name=self.controller_name, job_name=job.name, rtype=rtype
-            )
-        for rtype, spec in specs.items():
-            counts = status.replica_statuses.get(rtype)
-            if counts is None:
-                continue
-            wanted = spec.replicas or 0
-            if rtype == _WORKER:
-                if wanted - counts.succeeded == 0:
-                    set_(
-                        JobConditionType.SUCCEEDED,
-                        REASON_SUCCEEDED,
-                        f"{kind} {key} successfully completed.",
-                    )
-                    return []
-                if counts.active > 0:
-                    set_(JobConditionType.RUNNING, REASON_RUNNING, f"{kind} {key} is running.")
-            if counts.failed > 0 and wanted > counts.succeeded + counts.active:
-                failure = f"{counts.failed} {rtype} replica(s) failed."
-                if spec.restart_policy == RestartPolicy.NEVER:
-                    set_(
-                        JobConditionType.FAILED,
-                        REASON_FAILED,
-                        f"{kind} {job.name} is failed because {failure}",
-                    )
-                    return []
-                # The base recreates the failed pods (or, for ExitCode and a permanent exit
-                # code, fails the job itself).
-                set_(
-                    JobConditionType.RESTARTING,
-                    REASON_RESTARTING,
-                    f"{kind} {job.name} is restarting because {failure}",
-                )
-        return []
+        Running; a failed worker not replaced yet -> Restarting, or Failed under Never. The
+        replica statuses carry the scale subresource's selector."""
+        set_replica_selectors(status, controller_name=self.controller_name, job_name=job.name)
+        return all_workers(job, status, now=now)

@@ -17,11 +17,9 @@ drop the user's definition instead of shadowing it, so a pod has one definition 
 
 from __future__ import annotations
 
-from typing import Any
-
 from jax_operator.api import JAX_CONTAINER_NAME, JAX_PORT, JAX_PORT_NAME, JAXJob, JAXReplicaType
 
-__all__ = ["add_env", "coordinator_port", "pod_env"]
+__all__ = ["coordinator_port", "pod_env"]
 
 
 def coordinator_port(job: JAXJob) -> int:
@@ -51,17 +49,3 @@ def pod_env(job: JAXJob, *, index: int) -> list[tuple[str, str]]:
         ("NUM_PROCESSES", str(total)),
         ("PROCESS_ID", str(index)),
     ]
-
-
-def add_env(template: dict[str, Any], env: list[tuple[str, str]]) -> None:
-    """Give every container of a pod template ``env``, after its own variables; where the
-    container defines one of these names itself, the operator's value replaces it."""
-    names = {name for name, _ in env}
-    for container in (template.get("spec") or {}).get("containers") or []:
-        current = [
-            item
-            for item in container.get("env") or []
-            if not (isinstance(item, dict) and item.get("name") in names)
-        ]
-        current.extend({"name": name, "value": value} for name, value in env)
-        container["env"] = current

@@ -15,14 +15,12 @@ from pydantic import ConfigDict, Field
 
 from jobcontroller.api import (
     INT32_MAX,
-    CleanPodPolicy,
     JobModel,
     JobSpec,
     KubeModel,
     ReplicaSpec,
     RestartPolicy,
-    canonical_replica_types,
-    set_default_port,
+    default_job,
 )
 from jobcontroller.api.crd import (
     MAX_REPLICA_TYPES,
@@ -136,9 +134,6 @@ class PaddleJobSpec(JobSpec):
         },
     )
 
-    def replica_specs(self) -> dict[str, ReplicaSpec]:
-        return self.paddle_replica_specs
-
 
 # paddlepaddle_types.go:53, +kubebuilder:subresource:scale.
 PADDLE_SCALE = ScaleSubresource(
@@ -169,26 +164,10 @@ class PaddleJob(JobModel[PaddleJobSpec]):
 
 def default_paddlejob(job: PaddleJob) -> PaddleJob:
     """v1.9's SetDefaults_PaddleJob, as a pure function returning a new object."""
-    job = job.model_copy(deep=True)
-    spec = job.spec
-    if spec.run_policy.clean_pod_policy is None:
-        spec.run_policy.clean_pod_policy = CleanPodPolicy.NONE
-    if spec.run_policy.suspend is None:
-        spec.run_policy.suspend = False  # the CRD's default in v1.9
-    spec.paddle_replica_specs = canonical_replica_types(
-        spec.paddle_replica_specs, known=PaddleJob.REPLICA_TYPES
+    job = default_job(
+        job, restart_policy=RestartPolicy.ON_FAILURE, port_name=PADDLE_PORT_NAME, port=PADDLE_PORT
     )
-    for replica in spec.paddle_replica_specs.values():
-        if replica.replicas is None:
-            replica.replicas = 1
-        if replica.restart_policy is None:
-            replica.restart_policy = RestartPolicy.ON_FAILURE
-        set_default_port(
-            replica.template,
-            container_name=PADDLE_CONTAINER_NAME,
-            port_name=PADDLE_PORT_NAME,
-            port=PADDLE_PORT,
-        )
+    spec = job.spec
     elastic = spec.elastic_policy
     if elastic is not None:
         if elastic.min_replicas is None and elastic.max_replicas is not None:

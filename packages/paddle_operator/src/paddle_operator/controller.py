@@ -14,21 +14,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobcontroller import (
-    JOB_NAME_LABEL,
-    OPERATOR_NAME_LABEL,
-    REASON_FAILED,
-    REASON_RESTARTING,
-    REASON_RUNNING,
-    REASON_SUCCEEDED,
-    REPLICA_TYPE_LABEL,
     Event,
     JobController,
     PlanConfig,
     ReplicaPods,
-    new_reason,
-    set_condition,
+    master_decides,
+    set_env,
+    set_replica_selectors,
 )
-from jobcontroller.api import JobConditionType, JobStatus, RestartPolicy
+from jobcontroller.api import JobStatus
 from paddle_operator.api import (
     PaddleJob,
     PaddleReplicaType,
@@ -36,12 +30,9 @@ from paddle_operator.api import (
     stricter_than_anchor_errors,
     validate_paddlejob,
 )
-from paddle_operator.env import add_env, pod_env
+from paddle_operator.env import pod_env
 
 __all__ = ["PaddleJobController"]
-
-_MASTER = PaddleReplicaType.MASTER
-_WORKER = PaddleReplicaType.WORKER
 
 
 class PaddleJobController(JobController[PaddleJob]):
@@ -59,7 +50,7 @@ class PaddleJobController(JobController[PaddleJob]):
         return stricter_than_anchor_errors(job)
 
     def is_master_role(self, job: PaddleJob, rtype: str, index: int) -> bool:
-        return rtype == _MASTER
+        return rtype == PaddleReplicaType.MASTER
 
     def set_cluster_spec(
         self,
@@ -70,7 +61,7 @@ class PaddleJobController(JobController[PaddleJob]):
         index: int,
         config: PlanConfig,
     ) -> None:
-        add_env(template, pod_env(job, rtype=rtype, index=index))
+        set_env(template, pod_env(job, rtype=rtype, index=index), override=True)
 
     def update_status(
         self,
@@ -80,59 +71,8 @@ class PaddleJobController(JobController[PaddleJob]):
         replicas: Mapping[str, ReplicaPods],
         now: dt.datetime,
     ) -> list[Event]:
-        """v1.9's UpdateJobStatus, in the order Master, Worker (v1.9 walked a Go map)."""
-        specs = job.spec.paddle_replica_specs
-        kind = PaddleJob.KIND
-        has_master = _MASTER in specs
-
-        def set_(cond: str, reason: str, message: str) -> None:
-            set_condition(
-                status, cond_type=cond, reason=new_reason(kind, reason), message=message, now=now
-            )
-
-        for rtype, replica_status in status.replica_statuses.items():
-            # The scale subresource's selector (metav1.FormatLabelSelector: keys sorted).
-            labels = {
-                OPERATOR_NAME_LABEL: self.controller_name,
-                JOB_NAME_LABEL: job.name,
-                REPLICA_TYPE_LABEL: rtype.lower(),
-            }
-            replica_status.selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
-        for rtype in (r for r in (_MASTER, _WORKER) if r in specs):
-            counts = status.replica_statuses.get(rtype)
-            if counts is None:
-                continue
-            wanted = specs[rtype].replicas or 0
-            remaining = wanted - counts.succeeded
-            # v1.9's words differ with and without a Master: "<name>" or "<ns>/<name>".
-            if has_master and rtype == _MASTER:
-                if counts.active > 0:
-                    set_(JobConditionType.RUNNING, REASON_RUNNING, f"{kind} {job.name} is running.")
-                if remaining == 0:
-                    done = f"{kind} {job.name} is successfully completed."
-                    set_(JobConditionType.SUCCEEDED, REASON_SUCCEEDED, done)
-                    return []
-            elif not has_master and rtype == _WORKER:
-                if remaining == 0:
-                    done = f"{kind} {job.key} successfully completed."
-                    set_(JobConditionType.SUCCEEDED, REASON_SUCCEEDED, done)
-                    return []
-                if counts.active > 0:
-                    set_(JobConditionType.RUNNING, REASON_RUNNING, f"{kind} {job.key} is running.")
-            if counts.failed > 0 and wanted > counts.succeeded + counts.active:
-                failure = f"{counts.failed} {rtype} replica(s) failed."
-                if specs[rtype].restart_policy == RestartPolicy.NEVER:
-                    set_(
-                        JobConditionType.FAILED,
-                        REASON_FAILED,
-                        f"{kind} {job.name} is failed because {failure}",
-                    )
-                    return []
-                # The base recreates the failed pods (or fails the job, under ExitCode with a
-                # permanent exit code).
-                set_(
-                    JobConditionType.RESTARTING,
-                    REASON_RESTARTING,
-                    f"{kind} {job.name} is restarting because {failure}",
-                )
-        return []
+        """v1.9's UpdateJobStatus (in the order Master, Worker: v1.9 walked a Go map): the
+        Master decides, or without one all workers; the replica statuses carry the scale
+        subresource's selector."""
+        set_replica_selectors(status, controller_name=self.controller_name, job_name=job.name)
+        return master_decides(job, status, now=now)

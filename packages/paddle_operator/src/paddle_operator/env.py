@@ -18,7 +18,6 @@ dropped rather than shadowed, so the pod carries one definition of each name.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from paddle_operator.api import (
@@ -29,7 +28,7 @@ from paddle_operator.api import (
     PaddleReplicaType,
 )
 
-__all__ = ["POD_IP_VAR", "add_env", "master_port", "pod_env"]
+__all__ = ["POD_IP_VAR", "master_port", "pod_env"]
 
 #: envvar.go's name for the pod's own IP, referenced by PADDLE_MASTER.
 POD_IP_VAR = "POD_IP_DUMMY"
@@ -78,16 +77,3 @@ def pod_env(job: PaddleJob, *, rtype: str, index: int) -> list[dict[str, Any]]:
     if leader == _MASTER:
         env.append(_var("PADDLE_SERVER_NUM" if rtype == _MASTER else "PADDLE_TRAINER_NUM", "1"))
     return env
-
-
-def add_env(template: dict[str, Any], env: list[dict[str, Any]]) -> None:
-    """Give every container of a pod template ``env``, after its own variables; where the
-    container defines one of these names itself, the operator's definition replaces it."""
-    names = {item["name"] for item in env}
-    for container in (template.get("spec") or {}).get("containers") or []:
-        kept = [
-            item
-            for item in container.get("env") or []
-            if not (isinstance(item, dict) and item.get("name") in names)
-        ]
-        container["env"] = kept + copy.deepcopy(env)

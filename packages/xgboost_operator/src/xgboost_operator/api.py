@@ -14,13 +14,11 @@ from typing import Annotated, Any, ClassVar
 from pydantic import ConfigDict, Field
 
 from jobcontroller.api import (
-    CleanPodPolicy,
     JobModel,
     JobSpec,
     ReplicaSpec,
     RestartPolicy,
-    canonical_replica_types,
-    set_default_port,
+    default_job,
 )
 from jobcontroller.api.crd import (
     MAX_REPLICA_TYPES,
@@ -111,9 +109,6 @@ class XGBoostJobSpec(JobSpec):
         },
     )
 
-    def replica_specs(self) -> dict[str, ReplicaSpec]:
-        return self.xgb_replica_specs
-
 
 class XGBoostJob(JobModel[XGBoostJobSpec]):
     """XGBoostJob is a distributed XGBoost (Rabit) or LightGBM training job: one master and
@@ -136,27 +131,9 @@ class XGBoostJob(JobModel[XGBoostJobSpec]):
 
 def default_xgboostjob(job: XGBoostJob) -> XGBoostJob:
     """The anchor's SetDefaults_XGBoostJob, as a pure function returning a new object."""
-    job = job.model_copy(deep=True)
-    spec = job.spec
-    if spec.run_policy.clean_pod_policy is None:
-        spec.run_policy.clean_pod_policy = CleanPodPolicy.NONE
-    if spec.run_policy.suspend is None:
-        spec.run_policy.suspend = False  # the CRD's default (+kubebuilder:default=false)
-    spec.xgb_replica_specs = canonical_replica_types(
-        spec.xgb_replica_specs, known=XGBoostJob.REPLICA_TYPES
+    return default_job(
+        job, restart_policy=RestartPolicy.NEVER, port_name=XGBOOST_PORT_NAME, port=XGBOOST_PORT
     )
-    for replica in spec.xgb_replica_specs.values():
-        if replica.replicas is None:
-            replica.replicas = 1
-        if replica.restart_policy is None:
-            replica.restart_policy = RestartPolicy.NEVER
-        set_default_port(
-            replica.template,
-            container_name=XGBOOST_CONTAINER_NAME,
-            port_name=XGBOOST_PORT_NAME,
-            port=XGBOOST_PORT,
-        )
-    return job
 
 
 def validate_xgboostjob(job: XGBoostJob, *, old: XGBoostJob | None = None) -> list[str]:

@@ -24,6 +24,7 @@ from jobcontroller import (
     is_failed,
     new_reason,
     set_condition,
+    set_env,
 )
 from jobcontroller.api import JobConditionType, JobStatus, RestartPolicy
 from xgboost_operator.api import (
@@ -32,7 +33,7 @@ from xgboost_operator.api import (
     default_xgboostjob,
     validate_xgboostjob,
 )
-from xgboost_operator.env import add_env, pod_env
+from xgboost_operator.env import pod_env
 
 __all__ = ["XGBoostJobController"]
 
@@ -63,7 +64,7 @@ class XGBoostJobController(JobController[XGBoostJob]):
         index: int,
         config: PlanConfig,
     ) -> None:
-        add_env(template, pod_env(job, rtype=rtype, index=index))
+        set_env(template, pod_env(job, rtype=rtype, index=index), override=True)
 
     def update_status(
         self,

@@ -19,8 +19,6 @@ it, so the pod carries one definition of each name.
 
 from __future__ import annotations
 
-from typing import Any
-
 from xgboost_operator.api import (
     XGBOOST_CONTAINER_NAME,
     XGBOOST_PORT,
@@ -29,7 +27,7 @@ from xgboost_operator.api import (
     XGBoostReplicaType,
 )
 
-__all__ = ["add_env", "pod_env", "replica_port", "world_size"]
+__all__ = ["pod_env", "replica_port", "world_size"]
 
 _MASTER = XGBoostReplicaType.MASTER
 _WORKER = XGBoostReplicaType.WORKER
@@ -78,17 +76,3 @@ def pod_env(job: XGBoostJob, *, rtype: str, index: int) -> list[tuple[str, str]]
         addrs = ",".join(_name(job, _WORKER, i) for i in range(total - 1))
         env += [("WORKER_PORT", str(replica_port(job, _WORKER))), ("WORKER_ADDRS", addrs)]
     return env
-
-
-def add_env(template: dict[str, Any], env: list[tuple[str, str]]) -> None:
-    """Give every container of a pod template ``env``, after its own variables; where the
-    container defines one of these names itself, the operator's value replaces it."""
-    names = {name for name, _ in env}
-    for container in (template.get("spec") or {}).get("containers") or []:
-        current = [
-            item
-            for item in container.get("env") or []
-            if not (isinstance(item, dict) and item.get("name") in names)
-        ]
-        current.extend({"name": name, "value": value} for name, value in env)
-        container["env"] = current

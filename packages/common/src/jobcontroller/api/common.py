@@ -434,6 +434,9 @@ class JobModel(KubeModel, Generic[SpecT]):
     # The ``runPolicy.managedBy`` value naming this kind's own operator (an absent value means
     # the same); jobs naming anything else are left to that controller.
     MANAGED_BY_SELF: ClassVar[str] = "kubeflow.org/training-operator"
+    # Every ``runPolicy.managedBy`` value admission accepts (None: this operator's own and
+    # Kueue's MultiKueue, as v1.9 accepts).
+    MANAGED_BY_VALUES: ClassVar[tuple[str, ...] | None] = None
     # Replica-type rules for admission and validation; ``build_crd`` and ``job_errors`` apply
     # them (None: the framework states its own).
     REPLICA_RULES: ClassVar[ReplicaRules | None] = None
@@ -454,6 +457,13 @@ class JobModel(KubeModel, Generic[SpecT]):
             object.__setattr__(self, "api_version", self.api_version_string())
         if not self.kind:
             object.__setattr__(self, "kind", self.KIND)
+
+    @classmethod
+    def managed_by_values(cls) -> tuple[str, ...]:
+        """``MANAGED_BY_VALUES``, or this operator's own value and MultiKueue's."""
+        if cls.MANAGED_BY_VALUES is not None:
+            return cls.MANAGED_BY_VALUES
+        return (cls.MANAGED_BY_SELF, "kueue.x-k8s.io/multikueue")
 
     @classmethod
     def api_version_string(cls) -> str:

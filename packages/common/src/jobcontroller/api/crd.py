@@ -33,7 +33,6 @@ from jobcontroller.api.common import JobModel, JobSpec, ScaleSubresource
 from jobcontroller.api.validation import (
     DNS1035_LABEL_PATTERN,
     DNS1035_MESSAGE,
-    MANAGED_BY_VALUES,
     MAX_DNS_LABEL_LENGTH,
 )
 
@@ -364,14 +363,14 @@ def _complete(model: type[JobModel[Any]], schema: dict[str, Any]) -> dict[str, A
         schema[_VALIDATIONS] = cel_root_rules(specs_path=f"self.spec.{alias}")
     spec_rules = spec_schema.setdefault(_VALIDATIONS, [])
     if not any(r.get("fieldPath") == ".runPolicy.managedBy" for r in spec_rules):
-        spec_rules.append(cel_managed_by_rule(allowed=MANAGED_BY_VALUES))
+        spec_rules.append(cel_managed_by_rule(allowed=model.managed_by_values()))
     return schema
 
 
 def build_crd(
     model: type[JobModel[Any]],
     *,
-    categories: Sequence[str] = ("kubeflow",),
+    categories: Sequence[str] | None = None,
     scale: ScaleSubresource | None = None,
 ) -> dict[str, Any]:
     """A complete apiextensions.k8s.io/v1 CRD for one job kind (one served, stored version),
@@ -392,6 +391,8 @@ def build_crd(
     }
     if model.SHORT_NAMES:
         names["shortNames"] = list(model.SHORT_NAMES)
+    if categories is None:  # `kubectl get kubeflow` lists every kubeflow.org job
+        categories = ("kubeflow",) if model.GROUP == "kubeflow.org" else ()
     if categories:
         names["categories"] = list(categories)
     subresources: dict[str, Any] = {"status": {}}

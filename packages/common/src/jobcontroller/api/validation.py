@@ -149,12 +149,13 @@ def job_errors(
     job: JobModel[Any],
     *,
     old: JobModel[Any] | None = None,
-    managed_by: Iterable[str] = MANAGED_BY_VALUES,
+    managed_by: Iterable[str] | None = None,
 ) -> list[str]:
     """The checks every kind shares, from the model's class attributes: a DNS-1035 name, a
     non-empty replica map without case-only duplicates, the model's ``REPLICA_RULES``, the
     default container and images in every template, pod names within 63 characters,
-    ``runPolicy.managedBy`` (and, on an update, that it did not change). A framework's
+    ``runPolicy.managedBy`` (the model's ``managed_by_values()`` unless given; on an update,
+    that it did not change). A framework's
     ``validate`` is this plus what only it knows."""
     spec_cls = type(job.spec)
     path = f"spec.{spec_cls.model_fields[spec_cls.replica_specs_field()].alias}"
@@ -174,7 +175,8 @@ def job_errors(
             default_container=job.DEFAULT_CONTAINER_NAME,
         )
     errors += pod_name_length_errors(job_name=job.name, replica_specs=specs)
-    errors += managed_by_errors(run_policy=job.run_policy, allowed=managed_by)
+    allowed = job.managed_by_values() if managed_by is None else managed_by
+    errors += managed_by_errors(run_policy=job.run_policy, allowed=allowed)
     if old is not None:
         errors += managed_by_update_errors(old=old.run_policy, new=job.run_policy)
     return errors

@@ -38,6 +38,8 @@ from jobcontroller.core.names import (
     owner_reference,
     replica_labels,
     replica_name,
+    replica_selector,
+    set_replica_selectors,
 )
 from jobcontroller.core.planner import plan
 from jobcontroller.core.replicas import (
@@ -141,9 +143,11 @@ __all__ = [
     "replica_index",
     "replica_labels",
     "replica_name",
+    "replica_selector",
     "restart_count",
     "set_condition",
     "set_env",
+    "set_replica_selectors",
     "terminated_state",
     "worker0_decides",
 ]

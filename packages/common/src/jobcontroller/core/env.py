@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -10,18 +11,26 @@ __all__ = ["set_env"]
 
 def set_env(
     template: dict[str, Any],
-    env: Mapping[str, str] | Iterable[tuple[str, str]],
+    env: Mapping[str, str] | Iterable[tuple[str, str] | dict[str, Any]],
     *,
     containers: str | Iterable[str] | None = None,
     override: bool = False,
 ) -> None:
-    """Add ``env`` (in order) to the containers of a pod template, in place.
+    """Add ``env`` (in order) to the containers of a pod template, in place, after the
+    containers' own variables.
 
-    ``containers``: a container name, several, or None for every container. A variable the
-    container already defines is left as the user set it, unless ``override`` (then the
-    operator's value replaces it where it stands). Init containers are never touched.
+    ``env``: a mapping of names to values, ``(name, value)`` pairs, or whole EnvVar dicts
+    (``{"name": ..., "valueFrom": ...}``). ``containers``: a container name, several, or None
+    for every container; init containers are never touched. A variable a container already
+    defines is left as the user set it and not added again, unless ``override``: then the
+    user's definition is dropped and the operator's appended with the others, so the operator's
+    value wins and every name is defined once (training-operator v1.9 appended duplicates, and
+    the kubelet took the last one: the same outcome).
     """
-    pairs = list(env.items()) if isinstance(env, Mapping) else list(env)
+    items = [
+        dict(item) if isinstance(item, dict) else {"name": item[0], "value": item[1]}
+        for item in (env.items() if isinstance(env, Mapping) else env)
+    ]
     names = {containers} if isinstance(containers, str) else containers
     wanted = None if names is None else set(names)
     for container in (template.get("spec") or {}).get("containers") or []:
@@ -29,17 +38,12 @@ def set_env(
             continue
         if wanted is not None and container.get("name") not in wanted:
             continue
-        current = container.get("env")
-        if not isinstance(current, list):
-            current = container["env"] = []
-        index = {
-            item.get("name"): i
-            for i, item in enumerate(current)
-            if isinstance(item, dict) and item.get("name")
-        }
-        for name, value in pairs:
-            if name not in index:
-                index[name] = len(current)
-                current.append({"name": name, "value": value})
-            elif override:
-                current[index[name]] = {"name": name, "value": value}
+        current = [item for item in container.get("env") or [] if isinstance(item, dict)]
+        ours = {item["name"] for item in items}
+        if override:
+            current = [item for item in current if item.get("name") not in ours]
+            added = items
+        else:
+            defined = {item.get("name") for item in current}
+            added = [item for item in items if item["name"] not in defined]
+        container["env"] = current + copy.deepcopy(added)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobcontroller.api.common import JobModel
+from jobcontroller.api.common import JobModel, JobStatus
 from jobcontroller.api.validation import replica_pod_name
 
 __all__ = [
@@ -28,6 +28,8 @@ __all__ = [
     "owner_reference",
     "replica_labels",
     "replica_name",
+    "replica_selector",
+    "set_replica_selectors",
 ]
 
 _PREFIX = "training.kubeflow.org/"
@@ -93,3 +95,23 @@ def is_controlled_by(obj: dict[str, Any], *, uid: str) -> bool:
 def expectation_key(*, job_key: str, rtype: str, plural: str) -> str:
     """``<ns>/<job>/<lower rtype>/<plural>``, the anchor's expectation key."""
     return f"{job_key}/{rtype.lower()}/{plural}"
+
+
+def replica_selector(*, controller_name: str, job_name: str, rtype: str) -> str:
+    """The pods of one replica type as a label-selector string (metav1.FormatLabelSelector:
+    keys sorted): what a scale subresource hands an HPA to find the pods it measures."""
+    labels = {
+        OPERATOR_NAME_LABEL: controller_name,
+        JOB_NAME_LABEL: job_name,
+        REPLICA_TYPE_LABEL: rtype.lower(),
+    }
+    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
+
+
+def set_replica_selectors(status: JobStatus, *, controller_name: str, job_name: str) -> None:
+    """Fill every replica status's ``selector`` (for kinds with a scale subresource, as v1.9's
+    PyTorchJob, PaddleJob and JAXJob controllers do in UpdateJobStatus)."""
+    for rtype, replica_status in status.replica_statuses.items():
+        replica_status.selector = replica_selector(
+            controller_name=controller_name, job_name=job_name, rtype=rtype
+        )
