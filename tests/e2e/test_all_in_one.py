@@ -1,4 +1,4 @@
-"""``training-operator``: the three job kinds in one process, as Kubeflow's training-operator
+"""``training-operator``: every job kind in one process, as Kubeflow's training-operator
 runs its frameworks, sharing one API client, one watch per resource, one metrics registry and
 one Lease.
 """
@@ -17,60 +17,18 @@ from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from simulated_jobs import simulated_jobs
 
 from jobcontroller.runtime.kube import KubeApi, Resource
 from jobcontroller.testing.controlplane import free_port
-from jobcontroller.testing.pods import simulate
 from jobcontroller.testing.waiting import wait_for
 
 LEASES = Resource("coordination.k8s.io", "v1", "Lease", "leases")
 
 
-def _template(container: str) -> dict[str, Any]:
-    return simulate({"spec": {"containers": [{"name": container, "image": "x"}]}}, 0, run_for="2s")
-
-
-JOBS: list[tuple[Resource, dict[str, Any]]] = [
-    (
-        Resource("kubeflow.org", "v1", "TFJob", "tfjobs"),
-        {
-            "apiVersion": "kubeflow.org/v1",
-            "kind": "TFJob",
-            "metadata": {"name": "tf"},
-            "spec": {
-                "tfReplicaSpecs": {"Worker": {"replicas": 2, "template": _template("tensorflow")}}
-            },
-        },
-    ),
-    (
-        Resource("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs"),
-        {
-            "apiVersion": "kubeflow.org/v1",
-            "kind": "PyTorchJob",
-            "metadata": {"name": "pt"},
-            "spec": {
-                "pytorchReplicaSpecs": {
-                    "Master": {"replicas": 1, "template": _template("pytorch")},
-                    "Worker": {"replicas": 1, "template": _template("pytorch")},
-                }
-            },
-        },
-    ),
-    (
-        Resource("kubeflow.org", "v2beta1", "MPIJob", "mpijobs"),
-        {
-            "apiVersion": "kubeflow.org/v2beta1",
-            "kind": "MPIJob",
-            "metadata": {"name": "pi"},
-            "spec": {
-                "mpiReplicaSpecs": {
-                    "Launcher": {"replicas": 1, "template": _template("launcher")},
-                    "Worker": {"replicas": 2, "template": _template("worker")},
-                }
-            },
-        },
-    ),
-]
+JOBS = list(simulated_jobs().values())
+#: The controller label of each kind's reconcile metrics.
+CONTROLLERS = {job.resource.kind: job.controller for job in JOBS}
 
 
 def _finished(job: dict[str, Any] | None) -> bool:
@@ -89,7 +47,11 @@ async def _ready(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
     raise AssertionError(f"not ready:\n{log.read_text()[-3000:]}")
 
 
-@pytest.mark.parametrize("schemes", [None, "TFJob,pytorchjob,MPIJob"], ids=["default", "flag"])
+@pytest.mark.parametrize(
+    ("schemes", "kinds"),
+    [(None, set(CONTROLLERS)), ("TFJob,pytorchjob,MPIJob", {"TFJob", "PyTorchJob", "MPIJob"})],
+    ids=["default", "flag"],
+)
 async def test_one_process_runs_every_kind(
     kube: KubeApi,
     kubeconfig: str,
@@ -97,6 +59,7 @@ async def test_one_process_runs_every_kind(
     namespace: str,
     tmp_path: Path,
     schemes: str | None,
+    kinds: set[str],
 ) -> None:
     metrics_port, health_port = free_port(), free_port()
     log = tmp_path / "training-operator.log"
@@ -118,9 +81,10 @@ async def test_one_process_runs_every_kind(
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=os.environ)
     try:
         await _ready(proc, health_port, log)
-        for resource, body in JOBS:
+        jobs = [(job.resource, job.body) for job in JOBS if job.resource.kind in kinds]
+        for resource, body in jobs:
             await kube.create(resource, body, namespace=namespace)
-        for resource, body in JOBS:
+        for resource, body in jobs:
             done = await wait_for(
                 kube,
                 resource,
@@ -144,8 +108,8 @@ async def test_one_process_runs_every_kind(
     controllers = {
         s.labels["controller"] for s in samples if s.name == "controller_runtime_reconcile_total"
     }
-    assert controllers == {"tfjob-controller", "pytorchjob-controller", "mpi-operator"}
-    # Pods and services are watched once for all three kinds.
+    assert controllers == {CONTROLLERS[kind] for kind in kinds}
+    # Pods and services are watched once for all kinds.
     relists = {s.labels["resource"]: s.value for s in samples if s.name == "informer_relists_total"}
     assert relists["pods"] == 1 and relists["services"] == 1, relists
     # One Lease for the process.

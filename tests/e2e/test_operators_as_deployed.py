@@ -24,6 +24,7 @@ import anchor_metrics
 import pytest
 import pytest_asyncio
 import yaml
+from simulated_jobs import simulated_jobs
 
 from jobcontroller.runtime.kube import NAMESPACES, PODS, ApiError, KubeApi, Resource
 from jobcontroller.testing.binaries import find_binaries
@@ -33,62 +34,15 @@ from jobcontroller.testing.deployments import (
     render_kustomize,
     token_kubeconfig,
 )
-from jobcontroller.testing.pods import simulate
 from jobcontroller.testing.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
 
 
-def _template(container: str, image: str = "busybox") -> dict[str, Any]:
-    return simulate(
-        {"spec": {"containers": [{"name": container, "image": image}]}}, 0, run_for="2s"
-    )
-
-
+#: Operator -> (resource, job): each kind's simulated job.
 JOBS: dict[str, tuple[Resource, dict[str, Any]]] = {
-    "tf-operator": (
-        Resource("kubeflow.org", "v1", "TFJob", "tfjobs"),
-        {
-            "apiVersion": "kubeflow.org/v1",
-            "kind": "TFJob",
-            "metadata": {"name": "rbac-tf"},
-            "spec": {
-                "tfReplicaSpecs": {
-                    "PS": {"replicas": 1, "template": _template("tensorflow")},
-                    "Worker": {"replicas": 2, "template": _template("tensorflow")},
-                }
-            },
-        },
-    ),
-    "pytorch-operator": (
-        Resource("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs"),
-        {
-            "apiVersion": "kubeflow.org/v1",
-            "kind": "PyTorchJob",
-            "metadata": {"name": "rbac-pt"},
-            "spec": {
-                "pytorchReplicaSpecs": {
-                    "Master": {"replicas": 1, "template": _template("pytorch")},
-                    "Worker": {"replicas": 1, "template": _template("pytorch")},
-                }
-            },
-        },
-    ),
-    "mpi-operator": (
-        Resource("kubeflow.org", "v2beta1", "MPIJob", "mpijobs"),
-        {
-            "apiVersion": "kubeflow.org/v2beta1",
-            "kind": "MPIJob",
-            "metadata": {"name": "rbac-mpi"},
-            "spec": {
-                "mpiReplicaSpecs": {
-                    "Launcher": {"replicas": 1, "template": _template("launcher")},
-                    "Worker": {"replicas": 2, "template": _template("worker")},
-                }
-            },
-        },
-    ),
+    operator: (job.resource, job.body) for operator, job in simulated_jobs("rbac-").items()
 }
 
 
