@@ -14,7 +14,7 @@ REAL_NODE ?=
 .PHONY: help bootstrap control-plane node images conformance demo-real lint format crds pod-schema test test-unit chaos cluster-up cluster-down demo bench clean
 
 help:
-	@echo "make demo     run the three operators against a local cluster with the seed jobs"
+	@echo "make demo     run the six operators against a local cluster with the seed and example jobs"
 	@echo "REAL=1 make demo (make demo-real)  real PyTorch DDP and MPI jobs on a real node"
 	@echo "make test     lint, type-check and run every test (unit, integration, e2e, chaos)"
 	@echo "make chaos    the chaos suite alone, printing its figures"

@@ -1,11 +1,11 @@
-"""`make demo`: the three operators running the seed jobs on a local cluster, end to end.
+"""`make demo`: the six operators running the seed and example jobs on a local cluster, end to end.
 
 1. Start the local cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok nodes).
 2. Install the CRDs, namespace and RBAC from manifests/ (the Deployments and Services are left
    out: their image cannot run on simulated nodes).
-3. Run tf-operator, pytorch-operator and mpi-operator as local processes with the command lines
-   of their Deployments, each authenticated as its own ServiceAccount (a bound token), so the
-   demo also proves the RBAC is enough.
+3. Run tf-, pytorch-, mpi-, xgboost-, paddle- and jax-operator as local processes with the
+   command lines of their Deployments, each authenticated as its own ServiceAccount (a bound
+   token), so the demo also proves the RBAC is enough.
 4. Submit the seed jobs with simulation annotations (every pod exits 0 after a few seconds),
    show a live table until all are done, then the final table, the events of one job and a few
    lines of each operator's /metrics.
@@ -50,17 +50,26 @@ KINDS = {
     "TFJob": Resource("kubeflow.org", "v1", "TFJob", "tfjobs"),
     "PyTorchJob": Resource("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs"),
     "MPIJob": Resource("kubeflow.org", "v2beta1", "MPIJob", "mpijobs"),
+    "XGBoostJob": Resource("kubeflow.org", "v1", "XGBoostJob", "xgboostjobs"),
+    "PaddleJob": Resource("kubeflow.org", "v1", "PaddleJob", "paddlejobs"),
+    "JAXJob": Resource("kubeflow.org", "v1", "JAXJob", "jaxjobs"),
 }
 SPEC_KEYS = {
     "TFJob": "tfReplicaSpecs",
     "PyTorchJob": "pytorchReplicaSpecs",
     "MPIJob": "mpiReplicaSpecs",
+    "XGBoostJob": "xgbReplicaSpecs",
+    "PaddleJob": "paddleReplicaSpecs",
+    "JAXJob": "jaxReplicaSpecs",
 }
 JOB_FILES = [
     ROOT / "examples" / "tfjob-ps-worker.yaml",
     ROOT / "examples" / "tfjob-multi-worker.yaml",
     ROOT / "examples" / "pytorchjob-mnist.yaml",
     ROOT / "examples" / "mpijob-horovod.yaml",
+    ROOT / "examples" / "xgboostjob-iris.yaml",
+    ROOT / "examples" / "paddlejob-simple-cpu.yaml",
+    ROOT / "examples" / "jaxjob-simple.yaml",
 ]
 
 
@@ -184,6 +193,7 @@ def load_jobs() -> list[dict[str, Any]]:
             if not doc:
                 continue
             job = copy.deepcopy(doc)
+            job["metadata"].pop("namespace", None)  # v1.9's examples name theirs
             for spec in job["spec"][SPEC_KEYS[job["kind"]]].values():
                 simulate(spec.setdefault("template", {}), 0, run_for="4s")
             jobs.append(job)
