@@ -28,7 +28,14 @@ from jobcontroller.testing.controlplane import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAY = ROOT / "manifests" / "overlays" / "local-real-node"
-OPERATORS = ("tf-operator", "pytorch-operator", "mpi-operator")
+OPERATORS = (
+    "tf-operator",
+    "pytorch-operator",
+    "mpi-operator",
+    "xgboost-operator",
+    "paddle-operator",
+    "jax-operator",
+)
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -114,7 +121,7 @@ def control_plane(real_cluster: RealCluster) -> ControlPlane:
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def operators(real_cluster: RealCluster, kube: KubeApi) -> RealCluster:
-    """The three operators, deployed from the overlay and Available (their probes passing)."""
+    """The operators, deployed from the overlay and Available (their probes passing)."""
     real_cluster.kubectl("apply", "--server-side", "-k", str(OVERLAY))
     for name in OPERATORS:
         result = await asyncio.to_thread(

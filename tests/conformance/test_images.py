@@ -68,5 +68,8 @@ def test_operators_image_runs_as_non_root_with_the_console_scripts() -> None:
         "app/bin/tf-operator",
         "app/bin/pytorch-operator",
         "app/bin/mpi-operator",
+        "app/bin/xgboost-operator",
+        "app/bin/paddle-operator",
+        "app/bin/jax-operator",
         "app/bin/training-operator",
     }
