@@ -11,7 +11,15 @@ ROOT = Path(__file__).resolve().parents[2]
 COMMON = ROOT / "packages" / "common" / "src" / "jobcontroller"
 FRAMEWORKS = [
     ROOT / "packages" / name / "src" / name
-    for name in ("tf_operator", "pytorch_operator", "mpi_operator", "training_operator")
+    for name in (
+        "tf_operator",
+        "pytorch_operator",
+        "mpi_operator",
+        "xgboost_operator",
+        "paddle_operator",
+        "jax_operator",
+        "training_operator",
+    )
 ]
 PUBLIC = {
     "jobcontroller",

@@ -81,7 +81,7 @@ from jobcontroller.core import (
 from jobcontroller.core.podgroup import decorate_template, gang_enabled
 from jobcontroller.core.quantity import parse_quantity
 from jobcontroller.operator import add_job_flags, plan_config, run_job_operator, run_job_operators
-from jobcontroller.runtime.flags import Settings
+from jobcontroller.runtime.flags import Settings, parse_settings
 from jobcontroller.runtime.kube import (
     CONFIGMAPS,
     HPAS,
@@ -162,6 +162,7 @@ __all__ = [
     "new_reason",
     "owner_reference",
     "parse_quantity",
+    "parse_settings",
     "phase",
     "plan",
     "plan_config",

@@ -22,10 +22,10 @@ from jobcontroller import (
     PlanConfig,
     Settings,
     add_job_flags,
+    parse_settings,
     plan_config,
     run_job_operators,
 )
-from jobcontroller.runtime.flags import parse_settings
 from mpi_operator.controller import MPIJobController
 from paddle_operator.controller import PaddleJobController
 from pytorch_operator.__main__ import add_flags as add_pytorch_flags
