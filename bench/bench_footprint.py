@@ -1,6 +1,6 @@
 """Footprint of each operator process: idle RSS and CPU from start to ready.
 
-Starts a control plane with the CRDs, then each operator console script in turn (the three
+Starts a control plane with the CRDs, then each operator console script in turn (the six
 per-framework ones and the all-in-one ``training-operator``) as its Deployment runs it, waits
 until ``/readyz`` answers 200 (caches synced, Lease held), lets it idle for IDLE seconds and
 prints its RSS (from /proc) and the CPU it used, with the time from exec to ready. The Go
@@ -24,7 +24,15 @@ from jobcontroller.testing.controlplane import ControlPlane, free_port
 from jobcontroller.testing.operator import install_crds
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = ("tf-operator", "pytorch-operator", "mpi-operator", "training-operator")
+SCRIPTS = (
+    "tf-operator",
+    "pytorch-operator",
+    "mpi-operator",
+    "xgboost-operator",
+    "paddle-operator",
+    "jax-operator",
+    "training-operator",
+)
 
 
 def _proc_stats(pid: int) -> tuple[float, float]:
