@@ -1,9 +1,596 @@
-"""The ``kfjob`` command line."""
+"""The ``kfjob`` command line, built on :class:`kfjob.client.JobClient`.
+
+``kfjob render`` works offline; every other command talks to the cluster of the usual
+kubeconfig resolution (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``, in-cluster).
+Output goes through ``rich``: colours and the live display only on a terminal, never with
+``NO_COLOR`` set; piped output is plain text, one line per change.
+
+Exit status: 0 success (a job that Succeeded, for ``wait`` and ``submit --wait``), 1 the job
+Failed or render refused it, 2 bad usage, 3 a wait timed out, 4 an API error (not found,
+forbidden, refused at admission).
+"""
 
 from __future__ import annotations
 
+import argparse
+import datetime as dt
+import json
+import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from jobcontroller.api import JobModel, format_time
+from kfjob.client import ApiFailure, JobClient, JobFailedError, Progress, job_state, parse_time
+from kfjob.kinds import KINDS, UnknownKind, kind_for
+from kfjob.render import (
+    Rendered,
+    RenderError,
+    load_documents,
+    pod_env,
+    pod_rows,
+    render_text,
+    to_yaml,
+)
+
+__all__ = ["main"]
+
+EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT, EXIT_API = 1, 2, 3, 4
+
+
+class _Usage(Exception):
+    """A usage error found after parsing (an ambiguous name...)."""
+
+
+def _console(*, stderr: bool = False) -> Console:
+    """A console that never truncates piped output (a terminal keeps its width)."""
+    probe = Console(stderr=stderr)
+    width = None if probe.is_terminal else 1000
+    return Console(stderr=stderr, highlight=False, width=width)
+
+
+def _out() -> Console:
+    return _console()
+
+
+def _err() -> Console:
+    return _console(stderr=True)
+
+
+# ----------------------------------------------------------------------------- formatting
+
+
+def _human(seconds: float | None) -> str:
+    """kubectl's short durations: 45s, 3m12s, 2h5m, 3d4h."""
+    if seconds is None:
+        return "-"
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60}s" if s < 600 else f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60}m"
+    return f"{s // 86400}d{(s % 86400) // 3600}h"
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _age(value: object) -> str:
+    when = parse_time(value)
+    return _human((_now() - when).total_seconds()) if when else "-"
+
+
+def _duration(job: JobModel[Any]) -> str:
+    start = job.status.start_time
+    if start is None:
+        return "-"
+    end = job.status.completion_time or _now()
+    return _human((end - start).total_seconds())
+
+
+def _totals(job: JobModel[Any]) -> tuple[int, int, int]:
+    statuses = job.status.replica_statuses.values()
+    return (
+        sum(s.active for s in statuses),
+        sum(s.succeeded for s in statuses),
+        sum(s.failed for s in statuses),
+    )
+
+
+_STATE_STYLE = {
+    "Succeeded": "green",
+    "Failed": "red",
+    "Running": "cyan",
+    "Restarting": "yellow",
+    "Suspended": "magenta",
+}
+
+
+def _state_text(state: str) -> Text:
+    return Text(state, style=_STATE_STYLE.get(state, ""))
+
+
+def _jobs_table(jobs: Sequence[JobModel[Any]], *, namespaces: bool) -> Table:
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    columns = ["KIND", "NAME", "STATE", "ACTIVE", "SUCCEEDED", "FAILED", "AGE", "DURATION"]
+    if namespaces:
+        columns.insert(0, "NAMESPACE")
+    for c in columns:
+        table.add_column(c, no_wrap=True)
+    for job in jobs:
+        active, succeeded, failed = _totals(job)
+        row: list[str | Text] = [
+            job.kind,
+            job.name,
+            _state_text(job_state(job)),
+            str(active),
+            str(succeeded),
+            str(failed),
+            _age(job.metadata.get("creationTimestamp")),
+            _duration(job),
+        ]
+        if namespaces:
+            row.insert(0, job.namespace)
+        table.add_row(*row)
+    return table
+
+
+def _replica_table(job: JobModel[Any]) -> Table:
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for c in ("REPLICA", "WANTED", "ACTIVE", "SUCCEEDED", "FAILED"):
+        table.add_column(c, no_wrap=True)
+    specs = job.replica_specs()
+    for rtype, spec in specs.items():
+        st = job.status.replica_statuses.get(rtype)
+        table.add_row(
+            rtype,
+            str(spec.replicas if spec.replicas is not None else 1),
+            str(st.active if st else 0),
+            str(st.succeeded if st else 0),
+            str(st.failed if st else 0),
+        )
+    return table
+
+
+def _progress_line(job: JobModel[Any], elapsed: float) -> str:
+    parts = []
+    for rtype in job.replica_specs():
+        st = job.status.replica_statuses.get(rtype)
+        a, s, f = (st.active, st.succeeded, st.failed) if st else (0, 0, 0)
+        parts.append(f"{rtype} {a}/{s}/{f}")
+    counts = "  ".join(parts)
+    return f"[{_human(elapsed):>5}] {job.kind} {job.name} {job_state(job)}  {counts}"
+
+
+def _failure_lines(client: JobClient, job: JobModel[Any]) -> list[str]:
+    cond = job.status.condition("Failed")
+    lines = [
+        f"{job.kind} {job.namespace}/{job.name} Failed: "
+        f"{(cond.reason if cond else '') or '-'}: {(cond.message if cond else '') or '-'}"
+    ]
+    try:
+        pods = client.get_pods(job.name, job.namespace)
+    except ApiFailure:
+        return lines
+    for pod in pods:
+        code, reason, restarts = _exit_info(pod)
+        if (pod.get("status") or {}).get("phase") == "Failed" or (code not in ("", "0")):
+            lines.append(
+                f"  pod {pod['metadata']['name']}: exit code {code or '-'}"
+                f" ({reason or '-'}), restarts {restarts}"
+            )
+    return lines
+
+
+def _exit_info(pod: dict[str, Any]) -> tuple[str, str, int]:
+    """The last exit code and reason of the pod's containers, and its restarts."""
+    code, reason, restarts = "", "", 0
+    for cs in (pod.get("status") or {}).get("containerStatuses") or ():
+        restarts += int(cs.get("restartCount") or 0)
+        term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get(
+            "terminated"
+        )
+        if term and (not code or term.get("exitCode")):
+            code, reason = str(term.get("exitCode")), str(term.get("reason") or "")
+    return code, reason, restarts
+
+
+# ----------------------------------------------------------------------------- commands
+
+
+def _client(args: argparse.Namespace, kind: str | None = None) -> JobClient:
+    return JobClient(
+        config_file=args.kubeconfig,
+        context=args.context,
+        namespace=args.namespace,
+        job_kind=kind or "PyTorchJob",
+    )
+
+
+def _resolve(client: JobClient, ref: str, kind: str | None) -> tuple[str, str]:
+    """``KIND/NAME`` or ``NAME`` (with ``--kind``, or looked up across every kind)."""
+    if "/" in ref:
+        k, _, name = ref.partition("/")
+        return kind_for(k).kind, name
+    if kind:
+        return kind_for(kind).kind, ref
+    found = [j.kind for j in client.list(all_kinds=True) if j.name == ref]
+    if not found:
+        raise ApiFailure(404, f'no job named "{ref}" in namespace {client.namespace}')
+    if len(found) > 1:
+        raise _Usage(f"{ref} names a {' and a '.join(found)}: say which, as KIND/{ref}")
+    return found[0], ref
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    out, err = _out(), _err()
+    rendered: list[Rendered] = []
+    for path in args.files:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+        rendered += render_text(
+            text,
+            namespace=args.namespace or "default",
+            operator_args=args.operator_args,
+            source="<stdin>" if path == "-" else path,
+        )
+    for r in rendered:
+        for note in r.notes:
+            err.print(f"note: {r.kind.kind} {r.name}: {note}")
+        for event in r.events:
+            if event.type == "Warning":
+                err.print(f"warning: {r.kind.kind} {r.name}: {event.reason}: {event.message}")
+    if args.env:
+        for r in rendered:
+            for pod in r.pods:
+                out.print(Text(f"# {pod['metadata']['name']}", style="bold"))
+                for container, env in pod_env(pod).items():
+                    out.print(f"  {container}:")
+                    for key, value in env.items():
+                        lines = value.splitlines() or [""]
+                        out.print(f"    {key}={lines[0]}", markup=False)
+                        for more in lines[1:]:
+                            out.print(f"    {more}", markup=False)
+    elif args.table:
+        table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+        for c in ("POD", "REPLICA", "INDEX", "ROLE", "PORTS", "COMMAND"):
+            table.add_column(c, no_wrap=c != "COMMAND")
+        for r in rendered:
+            for row in pod_rows(r.objects):
+                table.add_row(
+                    row.pod, row.replica_type, row.index, row.role, row.ports, row.command
+                )
+        out.print(table)
+    else:
+        sys.stdout.write(to_yaml(o for r in rendered for o in r.objects))
+    return 0
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    client = _client(args)
+    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+    docs = load_documents(text, source=args.file)
+    if args.wait and len(docs) != 1:
+        raise _Usage("--wait takes a file with one job")
+    created: list[JobModel[Any]] = []
+    for doc in docs:
+        job = client.create(doc, namespace=args.namespace)
+        _out().print(f"{job.kind.lower()}.{job.GROUP}/{job.name} created")
+        created.append(job)
+    if not args.wait:
+        return 0
+    job = created[0]
+    return _wait(client, job.kind, job.name, job.namespace, args.timeout, args.interval)
+
+
+def cmd_wait(args: argparse.Namespace) -> int:
+    client = _client(args)
+    kind, name = _resolve(client, args.job, args.kind)
+    return _wait(client, kind, name, client.namespace, args.timeout, args.interval)
+
+
+def _wait(
+    client: JobClient, kind: str, name: str, namespace: str, timeout: float, interval: float
+) -> int:
+    out, err = _out(), _err()
+    live: Live | None = None
+    last = ""
+
+    def show(p: Progress) -> None:
+        nonlocal last
+        line = _progress_line(p.job, p.elapsed)
+        if live is not None:
+            live.update(Group(Text(line), _replica_table(p.job)))
+        elif line.split("] ", 1)[1] != last:  # plain output: one line per change
+            last = line.split("] ", 1)[1]
+            out.print(line, markup=False)
+
+    try:
+        if out.is_terminal:
+            with Live(Text("waiting..."), console=out, refresh_per_second=4) as live:
+                job = client.wait_for_conditions(
+                    name, namespace, kind, timeout=timeout, polling_interval=interval, callback=show
+                )
+        else:
+            job = client.wait_for_conditions(
+                name, namespace, kind, timeout=timeout, polling_interval=interval, callback=show
+            )
+    except JobFailedError as exc:
+        for line in _failure_lines(client, exc.job):
+            err.print(line, markup=False)
+        return EXIT_FAILED
+    except TimeoutError as exc:
+        err.print(f"timed out: {exc}", markup=False)
+        return EXIT_TIMEOUT
+    out.print(f"{job.kind} {job.namespace}/{job.name} Succeeded after {_duration(job)}")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    client = _client(args)
+    if getattr(args, "job", None):
+        kind, name = _resolve(client, args.job, args.kind)
+        jobs = [client.get(name, job_kind=kind)]
+    else:
+        jobs = client.list(
+            job_kind=args.kind, all_kinds=args.kind is None, all_namespaces=args.all_namespaces
+        )
+    if args.output == "yaml":
+        sys.stdout.write(to_yaml(j.to_dict() for j in jobs))
+    elif args.output == "json":
+        print(json.dumps([j.to_dict() for j in jobs], indent=2))
+    elif not jobs:
+        _err().print(f"No jobs found in namespace {client.namespace}.")
+    else:
+        _out().print(_jobs_table(jobs, namespaces=bool(getattr(args, "all_namespaces", False))))
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    client = _client(args)
+    kind, name = _resolve(client, args.job, args.kind)
+    job = client.get(name, job_kind=kind)
+    out = _out()
+    created = job.metadata.get("creationTimestamp")
+    head = Table.grid(padding=(0, 2))
+    head.add_column(style="bold")
+    head.add_column()
+    head.add_row("Name:", f"{job.kind} {job.namespace}/{job.name}")
+    head.add_row("State:", _state_text(job_state(job)))
+    head.add_row(
+        "Created:",
+        f"{created or '-'} ({_age(created)} ago)",
+    )
+    start, end = job.status.start_time, job.status.completion_time
+    head.add_row("Started:", format_time(start) if start else "-")
+    head.add_row("Completed:", format_time(end) if end else "-")
+    head.add_row("Duration:", _duration(job))
+    out.print(head)
+
+    out.print(Text("\nConditions:", style="bold"))
+    conds = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for c in ("TYPE", "STATUS", "REASON", "AGE", "MESSAGE"):
+        conds.add_column(c, no_wrap=c != "MESSAGE")
+    for cond in job.status.conditions:
+        conds.add_row(
+            cond.type,
+            cond.status,
+            cond.reason or "",
+            _age(cond.last_transition_time.isoformat() if cond.last_transition_time else None),
+            cond.message or "",
+        )
+    out.print(conds)
+
+    out.print(Text("\nReplicas:", style="bold"))
+    out.print(_replica_table(job))
+
+    out.print(Text("\nPods:", style="bold"))
+    pods = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for c in ("NAME", "PHASE", "EXIT", "REASON", "RESTARTS", "NODE", "AGE"):
+        pods.add_column(c, no_wrap=True)
+    for pod in client.get_pods(name, job.namespace):
+        code, reason, restarts = _exit_info(pod)
+        pods.add_row(
+            str(pod["metadata"]["name"]),
+            str((pod.get("status") or {}).get("phase") or "-"),
+            code or "-",
+            reason or "-",
+            str(restarts),
+            str((pod.get("spec") or {}).get("nodeName") or "-"),
+            _age(pod["metadata"].get("creationTimestamp")),
+        )
+    out.print(pods)
+
+    out.print(Text("\nEvents:", style="bold"))
+    events = client.events(name, job.namespace, kind)[-args.events :]
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for c in ("AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"):
+        table.add_column(c, no_wrap=c != "MESSAGE")
+    for ev in events:
+        obj = ev.get("involvedObject") or {}
+        when = (
+            ev.get("lastTimestamp")
+            or ev.get("eventTime")
+            or ev["metadata"].get("creationTimestamp")
+        )
+        count = int(ev.get("count") or 1)
+        table.add_row(
+            _age(when) + (f" (x{count})" if count > 1 else ""),
+            Text(str(ev.get("type") or ""), style="yellow" if ev.get("type") == "Warning" else ""),
+            str(ev.get("reason") or ""),
+            f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}",
+            str(ev.get("message") or ""),
+        )
+    out.print(table if events else Text("  <none>"))
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    client = _client(args)
+    kind, name = _resolve(client, args.job, args.kind)
+    if args.follow:
+        for line in client.follow_logs(
+            name, None, kind, args.replica_type, args.index, args.container
+        ):
+            print(line, flush=True)
+        return 0
+    logs = client.get_logs(name, None, kind, args.replica_type, args.index, args.container)
+    if not logs:
+        _err().print(f"{kind} {name} has no pods yet")
+        return EXIT_API
+    for text in logs.values():
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    client = _client(args)
+    kind, name = _resolve(client, args.job, args.kind)
+    client.delete(name, job_kind=kind)
+    _out().print(f"{kind.lower()}.kubeflow.org/{name} deleted")
+    return 0
+
+
+def cmd_suspend(args: argparse.Namespace) -> int:
+    client = _client(args)
+    kind, name = _resolve(client, args.job, args.kind)
+    if args.command == "suspend":
+        client.suspend(name, job_kind=kind)
+    else:
+        client.resume(name, job_kind=kind)
+    done = "suspended" if args.command == "suspend" else "resumed"
+    _out().print(f"{kind.lower()}.kubeflow.org/{name} {done}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kfjob",
+        description="Render, submit, follow and explain Kubeflow training jobs "
+        f"({', '.join(k.kind for k in KINDS)}).",
+    )
+    # The connection flags work before and after the command (kfjob -n x get, kfjob get -n x).
+    common = argparse.ArgumentParser(add_help=False)
+    for target, default in ((parser, None), (common, argparse.SUPPRESS)):
+        target.add_argument(
+            "--kubeconfig",
+            default=default,
+            help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster)",
+        )
+        target.add_argument("--context", default=default, help="kubeconfig context")
+        target.add_argument(
+            "-n",
+            "--namespace",
+            default=default,
+            help="namespace (default: the manifest's, the context's, else default)",
+        )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, help_: str, description: str | None = None) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help_, description=description or help_, parents=[common])
+
+    def job_cmd(name: str, help_: str) -> argparse.ArgumentParser:
+        p = add(name, help_)
+        p.add_argument("job", metavar="[KIND/]NAME", help="the job (KIND: tfjob, pytorchjob...)")
+        p.add_argument("-k", "--kind", help="the job's kind, when NAME alone is ambiguous")
+        return p
+
+    p = add(
+        "render",
+        "print what the operator would create for a job (offline)",
+        "Print the objects the operator creates for each job in FILE (YAML, "
+        "several documents allowed; - for stdin) before any pod runs, as it sends them: "
+        "the operator's own planner and validation, no cluster needed. Operator flags "
+        "(--gang-scheduler-name=volcano, --cluster-domain=...) go after --.",
+    )
+    p.add_argument("files", nargs="+", metavar="FILE")
+    view = p.add_mutually_exclusive_group()
+    view.add_argument("--env", action="store_true", help="only the env of each pod's containers")
+    view.add_argument(
+        "--table", action="store_true", help="a table of pods: roles, ports, commands"
+    )
+    p.set_defaults(func=cmd_render)
+
+    p = add("submit", "create the job(s) in FILE", "create the job(s) in FILE (- for stdin)")
+    p.add_argument("file", metavar="FILE")
+    p.add_argument("--wait", action="store_true", help="then wait as `kfjob wait` does")
+    p.add_argument("--timeout", type=float, default=600, help="seconds to wait (default 600)")
+    p.add_argument("--interval", type=float, default=1, help="seconds between looks (default 1)")
+    p.set_defaults(func=cmd_submit)
+
+    for name, help_ in (("list", "list jobs"), ("get", "show one job, or list jobs")):
+        p = add(name, help_)
+        if name == "get":
+            p.add_argument("job", nargs="?", metavar="[KIND/]NAME")
+        p.add_argument("-k", "--kind", help="only this kind (tfjob, pytorchjob...)")
+        p.add_argument("-A", "--all-namespaces", action="store_true")
+        p.add_argument("-o", "--output", choices=("table", "yaml", "json"), default="table")
+        p.set_defaults(func=cmd_list)
+
+    p = job_cmd("describe", "conditions, replicas, pods and recent events of a job")
+    p.add_argument("--events", type=int, default=15, help="how many recent events (default 15)")
+    p.set_defaults(func=cmd_describe)
+
+    p = job_cmd("wait", "show progress until the job succeeds (exit 0) or fails (exit 1)")
+    p.add_argument("--timeout", type=float, default=600, help="seconds (default 600); exit 3 after")
+    p.add_argument("--interval", type=float, default=1, help="seconds between looks (default 1)")
+    p.set_defaults(func=cmd_wait)
+
+    p = job_cmd("logs", "the master pod's log, or a given replica's")
+    p.add_argument(
+        "-r", "--replica-type", help="a replica type (Worker, PS...) instead of the master"
+    )
+    p.add_argument("-i", "--index", type=int, help="the replica index (default 0)")
+    p.add_argument("-c", "--container", help="a container (default: the framework's)")
+    p.add_argument("-f", "--follow", action="store_true", help="follow, across restarts")
+    p.set_defaults(func=cmd_logs)
+
+    p = job_cmd("delete", "delete a job (its pods and services go with it)")
+    p.set_defaults(func=cmd_delete)
+    p = job_cmd("suspend", "suspend a job: its pods are deleted until it is resumed")
+    p.set_defaults(func=cmd_suspend)
+    p = job_cmd("resume", "resume a suspended job")
+    p.set_defaults(func=cmd_suspend)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    raise SystemExit("kfjob: not built yet")
+    parser = build_parser()
+    given = list(sys.argv[1:] if argv is None else argv)
+    # Everything after `--` is the operator's flags (render only).
+    operator_args: list[str] = []
+    if "--" in given:
+        cut = given.index("--")
+        given, operator_args = given[:cut], given[cut + 1 :]
+    args = parser.parse_args(given)
+    if operator_args and args.command != "render":
+        parser.error("only render takes operator flags after --")
+    args.operator_args = operator_args
+    err = _err()
+    try:
+        code: int = args.func(args)
+    except RenderError as exc:
+        err.print(f"error: {exc}", markup=False)
+        return EXIT_FAILED
+    except (_Usage, UnknownKind) as exc:
+        err.print(f"error: {exc}", markup=False)
+        return EXIT_USAGE
+    except ApiFailure as exc:
+        err.print(f"error: {exc.message}", markup=False)
+        return EXIT_API
+    except OSError as exc:
+        err.print(f"error: {exc}", markup=False)
+        return EXIT_API
+    except KeyboardInterrupt:
+        return 130
+    return code
