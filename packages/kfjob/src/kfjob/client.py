@@ -143,13 +143,13 @@ class JobClient:
             path = config_file or os.environ.get("KUBECONFIG") or None
             in_cluster = path is None and not Path("~/.kube/config").expanduser().exists()
             if in_cluster and _SA_NAMESPACE.exists():
-                k8s_config.load_incluster_config()  # type: ignore[no-untyped-call]
+                k8s_config.load_incluster_config()
                 api = k8s.ApiClient()
                 if namespace is None:
                     self.namespace = _SA_NAMESPACE.read_text().strip() or "default"
                 self._init_apis(api)
                 return
-            api = k8s_config.new_client_from_config(  # type: ignore[no-untyped-call]
+            api = k8s_config.new_client_from_config(
                 config_file=path, context=context
             )
             if namespace is None:
@@ -548,7 +548,7 @@ class JobClient:
 
 def _context_namespace(path: str | None, context: str | None) -> str | None:
     try:
-        contexts, current = k8s_config.list_kube_config_contexts(  # type: ignore[no-untyped-call]
+        contexts, current = k8s_config.list_kube_config_contexts(
             config_file=path
         )
     except Exception:  # no kubeconfig: the loader raised already had it mattered
