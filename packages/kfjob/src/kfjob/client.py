@@ -149,9 +149,7 @@ class JobClient:
                     self.namespace = _SA_NAMESPACE.read_text().strip() or "default"
                 self._init_apis(api)
                 return
-            api = k8s_config.new_client_from_config(
-                config_file=path, context=context
-            )
+            api = k8s_config.new_client_from_config(config_file=path, context=context)
             if namespace is None:
                 self.namespace = _context_namespace(path, context) or "default"
         self._init_apis(api)
@@ -548,9 +546,7 @@ class JobClient:
 
 def _context_namespace(path: str | None, context: str | None) -> str | None:
     try:
-        contexts, current = k8s_config.list_kube_config_contexts(
-            config_file=path
-        )
+        contexts, current = k8s_config.list_kube_config_contexts(config_file=path)
     except Exception:  # no kubeconfig: the loader raised already had it mattered
         return None
     chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
