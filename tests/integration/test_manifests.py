@@ -214,7 +214,12 @@ def _expectations(operator: str, *, namespaced: bool, gang: bool) -> list[Access
         Access("create", "priorityclasses", "scheduling.k8s.io", where="cluster", allowed=False),
         Access("update", "leases", "coordination.k8s.io"),
         Access("create", "leases", "coordination.k8s.io", where="other", allowed=False),
-        Access("list", "nodes", where="cluster", allowed=False),
+        # NodeLost reads nodes (cluster-scoped: a ClusterRoleBinding in either overlay).
+        Access("list", "nodes", where="cluster"),
+        Access("watch", "nodes", where="cluster"),
+        Access("update", "nodes", where="cluster", allowed=False),
+        Access("patch", "nodes", "", "cluster", False),
+        Access("update", "nodes/status", where="cluster", allowed=False),
         Access("create", "secrets", allowed=operator == "mpi-operator"),
         Access("list", "configmaps", allowed=operator == "mpi-operator"),
         Access("create", "jobs", "batch", allowed=operator == "mpi-operator"),

@@ -9,6 +9,8 @@ Framework packages import only from here, :mod:`jobcontroller.api` and
 
 from jobcontroller.controller import LABEL_JOB_NAME, JobController
 from jobcontroller.core import (
+    GANG_GENERATION_ANNOTATION,
+    GANG_RESTART_ANNOTATION,
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
     JOB_ROLE_MASTER,
@@ -51,6 +53,7 @@ from jobcontroller.core import (
     count_replica_status,
     exit_code_of,
     expectation_key,
+    gang_generation,
     group_by_index,
     is_controlled_by,
     is_failed,
@@ -71,6 +74,7 @@ from jobcontroller.core import (
     replica_labels,
     replica_name,
     replica_selector,
+    restart_all,
     restart_count,
     set_condition,
     set_env,
@@ -94,6 +98,8 @@ from jobcontroller.runtime.kube import (
 
 __all__ = [
     "CONFIGMAPS",
+    "GANG_GENERATION_ANNOTATION",
+    "GANG_RESTART_ANNOTATION",
     "HPAS",
     "JOBS",
     "JOB_NAME_LABEL",
@@ -148,6 +154,7 @@ __all__ = [
     "exit_code_of",
     "expectation_key",
     "gang_enabled",
+    "gang_generation",
     "group_by_index",
     "is_controlled_by",
     "is_failed",
@@ -171,6 +178,7 @@ __all__ = [
     "replica_labels",
     "replica_name",
     "replica_selector",
+    "restart_all",
     "restart_count",
     "run_job_operator",
     "run_job_operators",

@@ -22,6 +22,7 @@ every record expires after five minutes, so no job ever waits on a lost one (kub
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import datetime as dt
 import logging
@@ -38,6 +39,7 @@ from jobcontroller.api.common import JobStatus
 from jobcontroller.api.crd import build_crd
 from jobcontroller.core.conditions import is_finished
 from jobcontroller.core.names import is_controlled_by
+from jobcontroller.core.nodes import node_state
 from jobcontroller.core.planner import plan
 from jobcontroller.core.types import (
     POD,
@@ -52,6 +54,7 @@ from jobcontroller.core.types import (
     JobMetric,
     JobT,
     LifecycleWords,
+    NodeState,
     Obj,
     Observed,
     PatchObject,
@@ -61,8 +64,13 @@ from jobcontroller.core.types import (
 )
 from jobcontroller.runtime.events import EventRecorder
 from jobcontroller.runtime.expectations import Expectations
-from jobcontroller.runtime.informer import Informer, compact_pod, strip_managed_fields
-from jobcontroller.runtime.kube import PODS, SERVICES, ApiError, KubeApi, Resource
+from jobcontroller.runtime.informer import (
+    Informer,
+    compact_node,
+    compact_pod,
+    strip_managed_fields,
+)
+from jobcontroller.runtime.kube import NODES, PODS, SERVICES, ApiError, KubeApi, Resource
 from jobcontroller.runtime.manager import Manager
 from jobcontroller.runtime.metrics import Metrics
 from jobcontroller.runtime.workqueue import WorkQueue
@@ -135,6 +143,15 @@ PLUGINS_POD_GROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "PodGroup", "po
 #: Concurrent API writes per reconcile: parallel pod creation for big jobs (kubeflow #2361)
 #: without one job taking the whole client-side QPS budget in a single burst.
 _WRITE_CONCURRENCY = 16
+
+#: The pod store's index on ``spec.nodeName``: a node's change wakes the jobs of its pods.
+NODE_NAME_INDEX = "node-name"
+
+
+def _pod_node_name(pod: Obj) -> list[str]:
+    name = (pod.get("spec") or {}).get("nodeName")
+    return [str(name)] if name else []
+
 
 #: How often a job looks again at an object found in its way that the caches do not show (it
 #: lacks the job-name label, so no watch event says when it goes).
@@ -301,6 +318,12 @@ class JobController(Generic[JobT]):
     def recreate_failed_pods(self, job: JobT, rtype: str) -> bool:
         return True
 
+    def gang_objects(self, job: JobT, observed: Observed) -> list[tuple[str, Obj]]:
+        return []
+
+    def gang_pods(self, job: JobT, observed: Observed) -> list[tuple[str, Obj]]:
+        return []
+
     def set_cluster_spec(
         self, job: JobT, template: Obj, *, rtype: str, index: int, config: PlanConfig
     ) -> None:
@@ -366,6 +389,33 @@ class JobController(Generic[JobT]):
             )
             self._watch_owned(kind, informer)
             self._informers[kind] = informer
+        if self.config.node_lost_grace_seconds > 0:
+            self._watch_nodes(manager.informer(NODES, transform=compact_node))
+
+    def _watch_nodes(self, informer: Informer) -> None:
+        """NodeLost: keep each node's readiness (compacted: name and Ready condition only) and
+        wake the jobs whose pods are on a node when its readiness changes or it goes. The pod
+        store gets an index on ``spec.nodeName`` (shared by the controllers of one manager);
+        a node's grace period ending needs no event: the plan's timer fires."""
+        self._informers["node"] = informer
+        pods = self._informers[POD].store
+        with contextlib.suppress(ValueError):  # another controller added it to the shared store
+            pods.add_index(NODE_NAME_INDEX, _pod_node_name)
+
+        def wake(node: Obj) -> None:
+            if self._queue is None:
+                return
+            name = str((node.get("metadata") or {}).get("name") or "")
+            for pod in pods.by_index(NODE_NAME_INDEX, name):
+                key, controlled = self._owner_job_key(pod)
+                if key is not None and controlled:
+                    self._queue.add(key)
+
+        def on_update(old: Obj, new: Obj) -> None:
+            if node_state(old) != node_state(new):
+                wake(new)
+
+        informer.add_handlers(on_update=on_update, on_delete=wake)
 
     def _watch_priority_classes(self, informer: Informer) -> None:
         """Keep ``config.priority_classes`` (name -> value) as the cluster has it, as v1.9
@@ -487,6 +537,13 @@ class JobController(Generic[JobT]):
             return tuple(informer.store.by_owner_uid(owner_uid)) if informer else ()
 
         others = {k: owned(k) for k in self._resources if k not in (POD, SERVICE)}
+        nodes = self._informers.get("node")
+
+        def node(name: str) -> NodeState | None:
+            assert nodes is not None
+            found = nodes.store.get(None, name)
+            return node_state(found) if found is not None else None
+
         return Observed(
             pods=owned(POD),
             services=owned(SERVICE),
@@ -494,6 +551,8 @@ class JobController(Generic[JobT]):
             lookup=lookup,
             controlled_by=controlled_by,
             create_failure=self._create_failures.get(f"{ns}/{meta.get('name', '')}"),
+            # Before the node cache has synced, a missing node proves nothing.
+            node=node if nodes is not None and nodes.has_synced else None,
         )
 
     async def reconcile(self, key: str) -> float | None:
@@ -836,16 +895,22 @@ class JobController(Generic[JobT]):
     async def _delete(self, key: str, job: Obj, action: DeleteObject) -> None:
         assert self._api is not None
         exp = f"{key}/{action.kind}"
-        self.expectations.expect_deletions(exp, 1)
+        # Force-deleting a pod already seen terminating (on a lost node): its deletion was
+        # observed then, and its going away will not be observed again.
+        expect = action.uid not in self._terminating
+        if expect:
+            self.expectations.expect_deletions(exp, 1)
         try:
             await self._api.delete(
                 self._resources[action.kind],
                 action.name,
                 namespace=action.namespace,
                 uid=action.uid,
+                grace_period_seconds=action.grace_period_seconds,
             )
         except ApiError as exc:
-            self.expectations.lower_deletions(exp, 1)
+            if expect:
+                self.expectations.lower_deletions(exp, 1)
             if exc.is_not_found or exc.is_conflict:
                 return  # already gone, or replaced by a successor we must not touch
             self._warn(
@@ -855,7 +920,8 @@ class JobController(Generic[JobT]):
             )
             raise
         except Exception:
-            self.expectations.lower_deletions(exp, 1)
+            if expect:
+                self.expectations.lower_deletions(exp, 1)
             raise
         self._tally_done(key, "deleted", action.kind)
         self._count_object(action.kind, created=False)

@@ -58,6 +58,8 @@ def cluster_role_rules(controllers: Sequence[JobController[Any]]) -> list[Obj]:
     else:
         rules.append({"apiGroups": [""], "resources": ["pods", "services"], "verbs": _CHILD_VERBS})
     rules.append({"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]})
+    if any(c.config.node_lost_grace_seconds > 0 for c in controllers):
+        rules.append(_NODE_RULE)
     by_group: dict[str, list[str]] = {}
     for c in controllers:
         for resource in c.owned_resources.values():
@@ -71,6 +73,11 @@ def cluster_role_rules(controllers: Sequence[JobController[Any]]) -> list[Obj]:
     if any(c.config.gang_scheduler_name for c in controllers):
         rules += _GANG_RULES
     return rules
+
+
+#: NodeLost (--node-lost-grace-period): the node informer reads every node's Ready condition.
+#: Nodes are cluster-scoped, so the namespaced overlay grants this with a ClusterRoleBinding.
+_NODE_RULE: Obj = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
 
 
 #: What --gang-scheduler-name needs (manifests/components/gang-scheduling grants the same):

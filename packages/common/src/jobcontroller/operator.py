@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -62,6 +63,37 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
         "in later passes, so a huge job neither starves the others nor holds thousands of pod "
         "bodies in memory; 0 means no limit",
     )
+    parser.add_argument(
+        "--node-lost-grace-period",
+        type=_duration,
+        default=defaults.node_lost_grace_seconds,
+        metavar="DURATION",
+        help="a pod whose node has not been Ready for this long (5m, 90s, 300), or whose node "
+        "is gone, has failed with reason NodeLost: it is force-deleted and its replica's "
+        "restart policy applies; 0 turns this off (default 5m)",
+    )
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
+_UNIT_SECONDS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+
+
+def _duration(text: str) -> float:
+    """Seconds from a Go-style duration (``5m``, ``1m30s``, ``90s``) or a plain number of
+    seconds; not negative."""
+    text = text.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        parts = _DURATION.findall(text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            raise argparse.ArgumentTypeError(
+                f"not a duration (like 5m, 90s or 300): {text!r}"
+            ) from None
+        value = sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
 
 
 def _non_negative_int(text: str) -> int:
@@ -83,6 +115,9 @@ def plan_config(settings: Settings, *, pod_group_available: bool | None = None) 
         max_pods_per_job=int(settings.extras.get("max_pods_per_job") or 0),
         max_writes_per_reconcile=int(
             settings.extras.get("max_writes_per_reconcile", PlanConfig().max_writes_per_reconcile)
+        ),
+        node_lost_grace_seconds=float(
+            settings.extras.get("node_lost_grace_period", PlanConfig().node_lost_grace_seconds)
         ),
     )
 

@@ -155,6 +155,20 @@ class MPIJobController(JobController[MPIJob]):
     def delegates_run_policy(self, job: MPIJob) -> bool:
         return True
 
+    def gang_objects(self, job: MPIJob, observed: Observed) -> list[tuple[str, Obj]]:
+        """A whole-gang restart deletes the launcher Job (its pods go with it) too."""
+        launcher = _Owned.of(job, observed).launcher
+        return [(JOB, launcher)] if launcher is not None else []
+
+    def gang_pods(self, job: MPIJob, observed: Observed) -> list[tuple[str, Obj]]:
+        """The launcher's pods: under restartScope All its Job never retries them itself
+        (backoffLimit 0), their failure restarts the gang by the Launcher's restartPolicy."""
+        launcher = _Owned.of(job, observed).launcher
+        if launcher is None:
+            return []
+        uid = str(launcher.get("metadata", {}).get("uid", ""))
+        return [(MPIReplicaType.LAUNCHER, pod) for pod in observed.controlled_by(POD, uid)]
+
     def lifecycle_words(self, job: MPIJob) -> LifecycleWords:
         """mpi-operator v0.8's words: the Created condition names the job with its namespace
         and has an event of its own; Suspended says "MPIJob suspended" / "MPIJob resumed"; and

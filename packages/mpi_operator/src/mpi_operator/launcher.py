@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from jobcontroller import (
+    GANG_GENERATION_ANNOTATION,
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
     OPERATOR_NAME_LABEL,
@@ -29,9 +30,11 @@ from jobcontroller import (
     PlanConfig,
     decorate_template,
     gang_enabled,
+    gang_generation,
     new_reason,
     owner_reference,
     phase,
+    restart_all,
     set_condition,
 )
 from jobcontroller.api import JobConditionType, JobStatus, ReplicaStatus, RestartPolicy
@@ -158,6 +161,13 @@ def launcher_template(job: MPIJob, *, config: PlanConfig) -> BuiltLauncher:
     mount_ssh_auth(spec, job=job)
     template_restart_policy = bool(spec.get("restartPolicy"))
     spec["restartPolicy"] = _pod_restart_policy(replica.restart_policy)
+    if restart_all(job):
+        # Whole-gang restart: the operator retries the launcher with the workers, never alone.
+        spec["restartPolicy"] = "Never"
+        metadata["annotations"] = {
+            **(metadata.get("annotations") or {}),
+            GANG_GENERATION_ANNOTATION: str(gang_generation(job)),
+        }
     spec.setdefault("volumes", []).append(
         {
             "name": CONFIG_VOLUME,
@@ -185,7 +195,11 @@ def launcher_job(job: MPIJob, *, config: PlanConfig) -> BuiltLauncher:
         spec["ttlSecondsAfterFinished"] = policy.ttl_seconds_after_finished
     if policy.active_deadline_seconds is not None:
         spec["activeDeadlineSeconds"] = policy.active_deadline_seconds
-    if policy.backoff_limit is not None:
+    if restart_all(job):
+        # A failed launcher pod fails this Job at once; the operator then restarts the whole
+        # gang, counted against runPolicy.backoffLimit (jobcontroller's core/gang.py).
+        spec["backoffLimit"] = 0
+    elif policy.backoff_limit is not None:
         spec["backoffLimit"] = policy.backoff_limit
     # A replacement pod starts only once the failed one is gone: two launchers would run two
     # mpiruns against the same workers.
@@ -204,6 +218,8 @@ def launcher_job(job: MPIJob, *, config: PlanConfig) -> BuiltLauncher:
         },
         "spec": spec,
     }
+    if restart_all(job):
+        body["metadata"]["annotations"] = {GANG_GENERATION_ANNOTATION: str(gang_generation(job))}
     return BuiltLauncher(body=body, template_restart_policy=built.template_restart_policy)
 
 

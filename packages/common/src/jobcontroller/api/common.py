@@ -47,6 +47,7 @@ __all__ = [
     "ReplicaSpec",
     "ReplicaStatus",
     "RestartPolicy",
+    "RestartScope",
     "RunPolicy",
     "ScaleSubresource",
     "SchedulingPolicy",
@@ -138,6 +139,14 @@ class RestartPolicy(StrEnum):
     ON_FAILURE = "OnFailure"
     NEVER = "Never"
     EXIT_CODE = "ExitCode"
+
+
+class RestartScope(StrEnum):
+    """What a retryable pod failure restarts: that pod (the Kubeflow v1 behaviour) or the whole
+    gang, every pod of the job (see docs/architecture.md, "Whole-gang restart")."""
+
+    POD = "Pod"
+    ALL = "All"
 
 
 class CleanPodPolicy(StrEnum):
@@ -251,6 +260,15 @@ class RunPolicy(KubeModel):
         default=None,
         max_length=63,
         description="The controller that reconciles the job; other controllers skip it. Immutable.",
+    )
+    restart_scope: RestartScope | None = Field(
+        default=None,
+        description=(
+            "What a pod failure that its replica's restartPolicy retries restarts: Pod "
+            "(default) recreates that pod only; All deletes and recreates every pod of the job "
+            "(an MPIJob's launcher too), counted once per gang restart against backoffLimit. "
+            "Not part of Kubeflow v1.9's API."
+        ),
     )
 
 

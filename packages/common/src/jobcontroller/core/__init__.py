@@ -23,6 +23,12 @@ from jobcontroller.core.conditions import (
     set_condition,
 )
 from jobcontroller.core.env import set_env
+from jobcontroller.core.gang import (
+    GANG_GENERATION_ANNOTATION,
+    GANG_RESTART_ANNOTATION,
+    gang_generation,
+    restart_all,
+)
 from jobcontroller.core.names import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
@@ -81,6 +87,8 @@ from jobcontroller.core.types import (
 )
 
 __all__ = [
+    "GANG_GENERATION_ANNOTATION",
+    "GANG_RESTART_ANNOTATION",
     "JOB_NAME_LABEL",
     "JOB_ROLE_LABEL",
     "JOB_ROLE_MASTER",
@@ -124,6 +132,7 @@ __all__ = [
     "count_replica_status",
     "exit_code_of",
     "expectation_key",
+    "gang_generation",
     "group_by_index",
     "is_controlled_by",
     "is_failed",
@@ -144,6 +153,7 @@ __all__ = [
     "replica_labels",
     "replica_name",
     "replica_selector",
+    "restart_all",
     "restart_count",
     "set_condition",
     "set_env",

@@ -63,6 +63,8 @@ class PlanContext:
     at the start; not positive there means no limit)."""
     truncated: bool = False
     """The budget ran out with work left: the next pass (soon) carries on."""
+    forced: set[str] = field(default_factory=set)
+    """UIDs of pods on lost nodes: deleted with grace period 0, terminating or not."""
     _deleted: set[tuple[str, str]] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -95,10 +97,12 @@ class PlanContext:
 
     def delete(self, kind: str, obj: Obj, *, reason: str) -> bool:
         """Plan the deletion of an owned object once; objects already terminating are left to
-        finish. True when a deletion was planned."""
+        finish, except pods in :attr:`forced` (on a lost node nothing will ever finish them),
+        which are force-deleted. True when a deletion was planned."""
         metadata = obj.get("metadata") or {}
         uid = str(metadata.get("uid") or "")
-        if is_terminating(obj) or (kind, uid) in self._deleted or not self.spend():
+        forced = kind == POD and uid in self.forced
+        if (is_terminating(obj) and not forced) or (kind, uid) in self._deleted or not self.spend():
             return False
         self._deleted.add((kind, uid))
         rtype = (metadata.get("labels") or {}).get(REPLICA_TYPE_LABEL)
@@ -110,6 +114,7 @@ class PlanContext:
                 uid=uid,
                 expectation=self.expectation(kind, str(rtype)) if rtype else None,
                 reason=reason,
+                grace_period_seconds=0 if forced else None,
             )
         )
         return True

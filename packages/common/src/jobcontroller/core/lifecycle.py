@@ -98,7 +98,8 @@ def stopped_by_run_policy(status: JobStatus) -> bool:
     if cond is None or cond.status != "True":
         return False
     message = cond.message or ""
-    return message.endswith((BACKOFF_LIMIT_REACHED, DEADLINE_EXCEEDED))
+    # ``in``: a whole-gang restart's message goes on to name the pod that failed last.
+    return BACKOFF_LIMIT_REACHED in message or DEADLINE_EXCEEDED in message
 
 
 def fail(

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobcontroller.api.common import JobModel, ReplicaSpec
+from jobcontroller.core.gang import GANG_GENERATION_ANNOTATION, gang_generation, restart_all
 from jobcontroller.core.names import (
     JOB_ROLE_LABEL,
     JOB_ROLE_MASTER,
@@ -72,6 +73,14 @@ def build_pod(
 
     template_restart_policy = bool(pod_spec.get("restartPolicy"))
     restart_policy = pod_restart_policy(spec.restart_policy)
+    if restart_all(job):
+        # Whole-gang restart: the operator restarts the gang, the kubelet never one rank.
+        restart_policy = "Never"
+        meta = template.setdefault("metadata", {})
+        meta["annotations"] = {
+            **(meta.get("annotations") or {}),
+            GANG_GENERATION_ANNOTATION: str(gang_generation(job)),
+        }
     if restart_policy is not None:
         pod_spec["restartPolicy"] = restart_policy
 

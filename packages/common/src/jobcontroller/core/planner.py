@@ -8,7 +8,9 @@ same status. The order follows common's ReconcileJobs:
 2. Created condition; validation (a failure finishes the job);
 3. finished jobs: cleanPodPolicy, PodGroup removal, TTL;
 4. suspended jobs: remove everything; a resumed job restarts its deadline clock;
-5. count replicas, decide the fate of failed pods, then the failure checks (permanent exit
+5. pods on lost nodes fail with reason NodeLost (core/nodes.py: force-deleted, and under
+   Never they fail the job);
+   count replicas, decide the fate of failed pods, then the failure checks (permanent exit
    code, backoffLimit, activeDeadlineSeconds), each of which finishes the job *before* any
    clean-up so cleanPodPolicy is honoured on that path too (kubeflow/trainer #3419);
 6. gang scheduling: the PodGroup, and Volcano's hold on pod creation;
@@ -37,6 +39,7 @@ from jobcontroller.core.conditions import (
     set_condition,
 )
 from jobcontroller.core.context import PlanContext, aware
+from jobcontroller.core.gang import plan_gang, restart_all
 from jobcontroller.core.lifecycle import (
     REASON_FAILED_CREATE,
     backoff_limit_message,
@@ -51,6 +54,7 @@ from jobcontroller.core.lifecycle import (
     sync_conflict_condition,
 )
 from jobcontroller.core.names import TOLERATED_RULES_ANNOTATION, replica_name
+from jobcontroller.core.nodes import fail_for_lost_pods, mark_lost_pods
 from jobcontroller.core.objects import build_pod, build_service
 from jobcontroller.core.podgroup import (
     delays_pod_creation,
@@ -247,6 +251,8 @@ def _plan_live(ctx: PlanContext) -> None:
         ctx.status.start_time = ctx.now
     specs = job.replica_specs()
     rtypes = [rtype for rtype in fw.pod_replica_types(job) if rtype in specs]
+    # Pods on lost nodes: Failed (reason NodeLost) from here on, and force-deleted.
+    lost = mark_lost_pods(ctx)
     grouped = pods_by_rtype(ctx.observed.pods, rtypes=rtypes, job_name=job.name)
     replicas = {
         rtype: replica_pods(
@@ -274,9 +280,16 @@ def _plan_live(ctx: PlanContext) -> None:
     _exited_events(ctx, current, previous)
 
     ledger = RestartLedger.from_annotations(job.annotations)
-    decisions = _failed_pod_decisions(ctx, replicas)
-    if _failure_checks(ctx, current, decisions, ledger):
+    gang = restart_all(job)
+    decisions = [] if gang else _failed_pod_decisions(ctx, replicas)
+    if fail_for_lost_pods(ctx, lost) or _failure_checks(ctx, current, decisions, ledger, gang=gang):
         plan_finished(ctx)
+        return
+    # restartScope All: a retryable failure restarts every pod (core/gang.py); False while
+    # that is under way, or when the job has just failed.
+    if gang and not plan_gang(ctx, replicas):
+        if is_finished(ctx.status):
+            plan_finished(ctx)
         return
     _plan_restarts(ctx, decisions, ledger)
     if _creation_refused(ctx):
@@ -429,20 +442,25 @@ def _failure_checks(
     grouped: Mapping[str, Sequence[Obj]],
     decisions: Sequence[_Decision],
     ledger: RestartLedger,
+    *,
+    gang: bool = False,
 ) -> bool:
     """Fail the job for a permanent exit code, the backoff limit or the deadline; True if so.
     Otherwise arm the deadline timer (the anchor's timer never fired, #3358). A framework that
-    delegates its run policy (MPI's launcher Job) gets only the exit-code check."""
+    delegates its run policy (MPI's launcher Job) gets only the exit-code check, except under
+    whole-gang restarts (``gang``): a new launcher Job per restart would start its deadline
+    afresh, so the deadline is ours then; the backoff limit counts gang restarts
+    (core/gang.py)."""
     job, failed_reason = ctx.job, new_reason(ctx.kind, REASON_FAILED)
     permanent = [rtype for rtype, _, verdict in decisions if verdict == FailedPodVerdict.FAIL_JOB]
     if permanent:
         message = f'job "{job.name}" is failing because "{permanent[0]}" replica(s) failed.'
         fail(ctx, reason=failed_reason, message=message, event_type="Warning")
         return True
-    if run_policy_delegated(ctx.fw, job):
+    if run_policy_delegated(ctx.fw, job) and not gang:
         return False
     limit = job.run_policy.backoff_limit
-    if limit is not None:
+    if limit is not None and not gang:
         specs = job.replica_specs()
         counted = [
             pod

@@ -59,6 +59,9 @@ class DeleteObject:
     uid: str
     expectation: str | None = None
     reason: str = ""
+    grace_period_seconds: int | None = None
+    """0 to force-delete (a pod on a lost node: no kubelet will ever confirm a graceful
+    deletion); None for the object's own grace period."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +118,18 @@ class PlanConfig:
     (the API server found the object invalid) fails the job with the server's message, any
     other (quota, an admission policy) puts the message on the Created condition with a
     Warning event, retried with backoff and cleared by the next successful creation."""
+    node_lost_grace_seconds: float = 300.0
+    """A pod whose node has not been Ready for this long, or whose node is gone, has failed
+    with reason NodeLost (``--node-lost-grace-period``); 0 turns NodeLost handling off."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """What the node informer keeps of a Node: whether it is Ready, and since when."""
+
+    ready: bool
+    since: dt.datetime | None = None
+    """When the Ready condition last changed (the node's creation when it has none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +172,9 @@ class Observed:
     to read the children of an owned object (the pods of MPI's launcher Job)."""
     create_failure: CreateFailure | None = None
     """The latest run of identical creation failures, until a creation succeeds."""
+    node: Callable[[str], NodeState | None] | None = None
+    """``node(name)``: the state of a node, None when no such node exists. The attribute is
+    None when nodes are not watched (NodeLost is off) or their cache has not synced yet."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,6 +350,17 @@ class FrameworkOf(Protocol[JobT]):
 
     def services_for(self, job: JobT, rtype: str) -> bool:
         """Whether the base creates a headless Service per pod of ``rtype``."""
+        ...
+
+    def gang_objects(self, job: JobT, observed: Observed) -> list[tuple[str, Obj]]:
+        """(kind, object) of the framework's own objects that a whole-gang restart deletes
+        and recreates with the pods (MPI's launcher Job); each carries the gang generation
+        annotation it was created in (core/gang.py)."""
+        ...
+
+    def gang_pods(self, job: JobT, observed: Observed) -> list[tuple[str, Obj]]:
+        """(replica type, pod) of pods the base does not create but whose failure restarts
+        the gang under that replica's restartPolicy (the pods of MPI's launcher Job)."""
         ...
 
     def recreate_failed_pods(self, job: JobT, rtype: str) -> bool:

@@ -383,10 +383,13 @@ class KubeApi:
         namespace: str | None = None,
         uid: str | None = None,
         propagation_policy: str | None = "Background",
+        grace_period_seconds: int | None = None,
     ) -> None:
         options: Obj = {"kind": "DeleteOptions", "apiVersion": "v1"}
         if propagation_policy is not None:
             options["propagationPolicy"] = propagation_policy
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
         if uid is not None:
             options["preconditions"] = {"uid": uid}
         await self.request("DELETE", resource.path(namespace=namespace, name=name), body=options)
