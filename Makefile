@@ -10,8 +10,10 @@ PYTEST_ARGS ?=
 
 # REAL_NODE=1 make cluster-up: one real node (kubelet, containerd) beside the kwok nodes.
 REAL_NODE ?=
+# KUEUE=1 make cluster-up: Kueue (hack/build-kueue.sh) with the kubeflow.org integrations.
+KUEUE ?=
 
-.PHONY: help bootstrap control-plane node images conformance demo-real lint format crds pod-schema test test-unit chaos cluster-up cluster-down demo bench clean
+.PHONY: help bootstrap control-plane kueue node images conformance demo-real lint format crds pod-schema test test-unit chaos cluster-up cluster-down demo bench clean
 
 help:
 	@echo "make demo     run the six operators against a local cluster with the seed and example jobs"
@@ -20,6 +22,7 @@ help:
 	@echo "make chaos    the chaos suite alone, printing its figures"
 	@echo "make cluster-up / cluster-down   start / stop the local cluster (.cluster/kubeconfig)"
 	@echo "                 (REAL_NODE=1: with a real node beside the kwok nodes; needs root)"
+	@echo "                 (KUEUE=1: with Kueue managing the kubeflow.org jobs that name a queue)"
 	@echo "make conformance real distributed training (PyTorch, elastic, MPI, TF) on the real node"
 
 $(UV):
@@ -31,6 +34,10 @@ bootstrap: $(UV)
 
 control-plane:
 	@bash hack/build-control-plane.sh >/dev/null
+
+# Kueue's manager, its CRDs and webhooks (built once, cached; see hack/build-kueue.sh).
+kueue:
+	@bash hack/build-kueue.sh >/dev/null
 
 # The real node's binaries (kubelet, kube-proxy, CoreDNS, pause) and Debian packages.
 node: control-plane
@@ -68,8 +75,9 @@ test-unit: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
 	  $(PY) pytest tests/unit $(PYTEST_ARGS)
 
-test: bootstrap control-plane lint
+test: bootstrap control-plane kueue lint
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
+	JOBCONTROLLER_KUEUE_BIN=$$(bash hack/build-kueue.sh | tail -n1) \
 	  $(PY) pytest --timeout=600 $(PYTEST_ARGS)
 
 # The chaos suite alone (make test runs it too): operators killed, the API server restarted and
@@ -78,9 +86,9 @@ chaos: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
 	  $(PY) pytest --timeout=900 -s tests/chaos $(PYTEST_ARGS)
 
-cluster-up: bootstrap control-plane $(if $(REAL_NODE),node)
-	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
-	  $(PY) python -m jobcontroller.testing up --dir $(CLUSTER_DIR) $(if $(REAL_NODE),--real-node)
+cluster-up: bootstrap control-plane $(if $(REAL_NODE),node) $(if $(KUEUE),kueue)
+	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(if $(KUEUE),JOBCONTROLLER_KUEUE_BIN=$$(bash hack/build-kueue.sh | tail -n1)) \
+	  $(PY) python -m jobcontroller.testing up --dir $(CLUSTER_DIR) $(if $(REAL_NODE),--real-node) $(if $(KUEUE),--kueue)
 
 cluster-down: $(UV)
 	@if [ -d .venv ]; then $(PY) python -m jobcontroller.testing down --dir $(CLUSTER_DIR); else echo "no cluster"; fi

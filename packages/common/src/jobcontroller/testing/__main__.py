@@ -6,7 +6,9 @@ local cluster; ``images``: build the real node's images (``testing/images.py``).
 writes ``<dir>/kubeconfig``; it returns once the cluster is ready. The components die with the
 supervisor, so ``down`` (SIGTERM to the supervisor, then removal of ``<dir>``) leaves nothing
 running. ``--real-node`` adds one real worker node (``testing/realnode.py``) with every image
-of ``testing/images.py`` imported.
+of ``testing/images.py`` imported. ``--kueue`` adds Kueue's manager (``testing/kueue.py``, built
+by ``hack/build-kueue.sh``) with its CRDs and webhooks, and installs the project's kubeflow.org
+CRDs (``manifests/base/crds``) first so that Kueue's integrations start at once.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 from pathlib import Path
 
 from jobcontroller.testing.binaries import find_binaries
 from jobcontroller.testing.controlplane import START_TIMEOUT, ControlPlane
+from jobcontroller.testing.kueue import Kueue
 
 
 def node_images() -> list[Path]:
@@ -35,7 +39,26 @@ def node_images() -> list[Path]:
     return [images.build(name, root=root) for name in images.IMAGES]
 
 
-def _supervise(directory: Path, nodes: int, real_node: bool = False) -> int:
+def _project_crds() -> list[Path]:
+    root = Path(__file__).resolve().parents[5]
+    if not (root / "uv.lock").exists():
+        root = Path.cwd()
+    return sorted((root / "manifests" / "base" / "crds").glob("*.yaml"))
+
+
+def _start_kueue(cp: ControlPlane) -> Kueue:
+    import yaml
+
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    for crd_file in _project_crds():
+        with contextlib.suppress(urllib.error.HTTPError):  # 409: installed already
+            cp.request("POST", path, yaml.safe_load(crd_file.read_text()))
+    kq = Kueue(cp)
+    kq.start()
+    return kq
+
+
+def _supervise(directory: Path, nodes: int, real_node: bool = False, kueue: bool = False) -> int:
     stop = False
 
     def _on_signal(signum: int, frame: object) -> None:
@@ -55,12 +78,17 @@ def _supervise(directory: Path, nodes: int, real_node: bool = False) -> int:
             node_images=node_images() if real_node else [],
         )
         cp.start()
+        kq = _start_kueue(cp) if kueue else None
     except Exception as exc:
         (directory / "failed").write_text(str(exc))
+        cp.stop()
         return 1
-    (directory / "ready").write_text("\n".join(cp.describe()) + "\n")
+    lines = [*cp.describe(), *(kq.describe() if kq else [])]
+    (directory / "ready").write_text("\n".join(lines) + "\n")
     while not stop:
         signal.pause()
+    if kq is not None:
+        kq.stop()
     cp.stop()
     return 0
 
@@ -77,7 +105,7 @@ def _pid(directory: Path) -> int | None:
     return pid
 
 
-def up(directory: Path, nodes: int, real_node: bool = False) -> int:
+def up(directory: Path, nodes: int, real_node: bool = False, kueue: bool = False) -> int:
     if _pid(directory) is not None and (directory / "ready").exists():
         print(f"cluster already running; kubeconfig: {directory / 'kubeconfig'}")
         return 0
@@ -93,6 +121,7 @@ def up(directory: Path, nodes: int, real_node: bool = False) -> int:
             str(directory),
             str(nodes),
             *(["--real-node"] if real_node else []),
+            *(["--kueue"] if kueue else []),
         ],
         stdin=subprocess.DEVNULL,
         stdout=log,
@@ -171,11 +200,13 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--dir", default=".cluster", type=Path)
         p.add_argument("--nodes", default=4, type=int)
         p.add_argument("--real-node", action="store_true")
+        p.add_argument("--kueue", action="store_true", help="with Kueue (hack/build-kueue.sh)")
     sub.add_parser("images")
     sup = sub.add_parser("_supervise")
     sup.add_argument("dir", type=Path)
     sup.add_argument("nodes", type=int)
     sup.add_argument("--real-node", action="store_true")
+    sup.add_argument("--kueue", action="store_true")
     args = parser.parse_args(argv)
     if args.command == "images":
         for path in node_images():
@@ -183,9 +214,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     directory = args.dir.resolve()
     if args.command == "_supervise":
-        return _supervise(directory, args.nodes, args.real_node)
+        return _supervise(directory, args.nodes, args.real_node, args.kueue)
     if args.command == "up":
-        return up(directory, args.nodes, args.real_node)
+        return up(directory, args.nodes, args.real_node, args.kueue)
     if args.command == "down":
         return down(directory)
     running = _pid(directory) is not None

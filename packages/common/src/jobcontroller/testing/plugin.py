@@ -13,6 +13,11 @@ project that installs the library gets the fixtures:
 - ``kube``: a session-wide :class:`jobcontroller.runtime.kube.KubeApi`.
 - ``k8s_client``: a session-wide ``kubernetes_asyncio`` ``ApiClient``, for tests of that library.
 - ``namespace``: a fresh namespace for one test, deleted afterwards (without waiting).
+- ``kueue``: Kueue's manager (``testing/kueue.py``, built by ``hack/build-kueue.sh``) running
+  against the session's cluster, started on first use. Its kubeflow.org webhooks act only in
+  namespaces labelled ``jobcontroller.testing/kueue`` (``Kueue.queue(namespace, ...)`` sets
+  it), so the session's other tests never go through them. Install the job CRDs first: Kueue
+  sets up an integration whose CRD is missing only after a backoff (up to two minutes).
 """
 
 from __future__ import annotations
@@ -27,9 +32,13 @@ import pytest
 import pytest_asyncio
 
 from jobcontroller.testing.controlplane import ControlPlane
+from jobcontroller.testing.kueue import Kueue
 
 if TYPE_CHECKING:
     from jobcontroller.runtime.kube import KubeApi
+
+
+KUEUE_NAMESPACE_LABEL = "jobcontroller.testing/kueue"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -63,6 +72,16 @@ def control_plane(request: pytest.FixtureRequest) -> Iterator[ControlPlane]:
         yield cp
     finally:
         cp.stop()
+
+
+@pytest.fixture(scope="session")
+def kueue(control_plane: ControlPlane) -> Iterator[Kueue]:
+    kq = Kueue(control_plane, namespace_label=KUEUE_NAMESPACE_LABEL)
+    kq.start()
+    try:
+        yield kq
+    finally:
+        kq.stop()
 
 
 @pytest.fixture(scope="session")
