@@ -262,6 +262,8 @@ async def test_the_manifests_pass_a_server_side_dry_run_and_grant_what_the_tutor
             "verbs": ["get", "list", "watch", "create", "delete"],
         },
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+        # Pods on lost nodes (--node-lost-grace-period, on by default) need the nodes.
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
     ]
     [lease_rule] = by_kind["Role"]["rules"]
     assert lease_rule["resources"] == ["leases"]
