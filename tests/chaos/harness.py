@@ -339,14 +339,23 @@ class PodHistory:
     def unobserved_ends(self) -> int:
         return sum(1 for life in self.lives.values() if life.end_unobserved)
 
-    def recreated_without_failure(self) -> list[str]:
-        """Pods that took a slot whose previous pod had not failed."""
+    def recreated_without_failure(
+        self, ended_by_others: frozenset[tuple[str, int]] = frozenset()
+    ) -> list[str]:
+        """Pods that took a slot whose previous pod had not failed. ``ended_by_others``: the
+        (pod name, life number) of pods someone other than the operators deleted (see
+        :func:`lives_ended_by_others`); replacing those is the operator's job."""
         out = []
+        lives_of_name: dict[str, list[str]] = defaultdict(list)
+        for uid, life in self.lives.items():  # in order of first sighting
+            lives_of_name[life.name].append(uid)
         for slot, uids in self.by_slot.items():
             for before, after in itertools.pairwise(uids):
                 previous = self.lives[before]
                 if previous.end_unobserved:
                     continue  # counted apart (``unobserved_ends``): no verdict without a sighting
+                if (previous.name, lives_of_name[previous.name].index(before)) in ended_by_others:
+                    continue
                 if previous.last_phase != "Failed":
                     out.append(
                         f"{self.lives[after].name} replaced a pod last seen "
@@ -369,6 +378,9 @@ class Verdict:
     non_leader_writes: list[str] = dataclasses.field(default_factory=list)
     pods_seen: int = 0
     ends_unobserved: int = 0
+    ended_by_others: int = 0
+    """Pods deleted by someone other than the operators (kwok finishing an earlier pod's
+    deletion by name), which the operators rightly replaced."""
 
     def figures(self) -> str:
         return (
@@ -376,6 +388,11 @@ class Verdict:
             f"pods {self.pods_seen}, duplicates {len(self.duplicates)}, recreated without a "
             f"failed predecessor {len(self.recreated)}, orphans {len(self.orphans)}, "
             f"writes by a non-leader {len(self.non_leader_writes)}"
+            + (
+                f", {self.ended_by_others} pod(s) deleted by others (kwok) and replaced"
+                if self.ended_by_others
+                else ""
+            )
             + (
                 f" ({self.ends_unobserved} pod(s) vanished while the API server was away, their "
                 "last phase unseen)"
@@ -438,7 +455,9 @@ async def check(
         else:
             verdict.wrong_states.append(f"{case.kind} {case.name}: {got or 'none'}")
     verdict.duplicates = list(history.duplicates)
-    verdict.recreated = history.recreated_without_failure()
+    others = lives_ended_by_others(audit_log) if audit_log is not None else frozenset()
+    verdict.recreated = history.recreated_without_failure(others)
+    verdict.ended_by_others = len(others)
     uids = {job["metadata"]["uid"] for job in jobs.values()}
     for resource in (PODS, SERVICES):
         items, _ = await kube.list(resource, namespace=namespace, label_selector=JOB_NAME)
@@ -499,6 +518,45 @@ def non_leader_writes(path: Path) -> list[str]:
                 f"was held by {holder.get(lease or '') or 'nobody'}"
             )
     return out
+
+
+def lives_ended_by_others(path: Path, prefix: str = "chaos:") -> frozenset[tuple[str, int]]:
+    """(pod name, life number) of the pods whose first successful deletion came from someone
+    other than the operators (users ``chaos:*``).
+
+    A pod's name is reused by its replacement, and kwok deletes by name: under load it can
+    finish an old pod's deletion after the operator has already created the new pod, deleting
+    that one instead. The audit log (Metadata level, no uids) tells lives apart by the
+    successful creates of the name: life ``n`` runs from the ``n``-th create to the next one,
+    and the successful deletes in it say who ended it (an operator's graceful delete
+    comes first, kwok's final one after). A life counts only if no operator deleted it at
+    all: one the operator deleted too stays the operator's to answer for."""
+    by_name: dict[str, list[Obj]] = defaultdict(list)
+    for entry in audit_entries(path):
+        ref = entry.get("objectRef") or {}
+        code = int((entry.get("responseStatus") or {}).get("code") or 0)
+        if (
+            entry.get("stage") == "ResponseComplete"
+            and ref.get("resource") == "pods"
+            and not ref.get("subresource")
+            and entry.get("verb") in ("create", "delete")
+            and 200 <= code < 300
+        ):
+            by_name[str(ref.get("name") or "")].append(entry)
+    out: set[tuple[str, int]] = set()
+    for name, entries in by_name.items():
+        deleters: list[set[str]] = []  # per life, who deleted it successfully
+        for entry in sorted(entries, key=lambda e: str(e.get("stageTimestamp") or "")):
+            if entry["verb"] == "create":
+                deleters.append(set())
+            elif deleters:
+                deleters[-1].add(str((entry.get("user") or {}).get("username") or ""))
+        out.update(
+            (name, life)
+            for life, users in enumerate(deleters)
+            if users and not any(user.startswith(prefix) for user in users)
+        )
+    return frozenset(out)
 
 
 def writes_by(path: Path, prefix: str = "chaos:") -> int:
