@@ -243,20 +243,6 @@ DOCUMENTED: dict[str, list[Callable[[Obj], None]]] = {
     "PyTorchJob": [_pytorch_init_container],
 }
 
-# Recordings where an operator this test may not fix (tf_operator, pytorch_operator) differs from
-# v1.9.4 without a documented reason: id -> what differs (xfail, strict). None at present.
-XFAIL: dict[str, str] = {}
-
-
-def _params() -> list[Any]:
-    params = []
-    for path in RECORDINGS:
-        marks = []
-        if path.stem in XFAIL:
-            marks.append(pytest.mark.xfail(strict=True, reason=XFAIL[path.stem]))
-        params.append(pytest.param(path, id=path.stem, marks=marks))
-    return params
-
 
 def _template_specs(job: Obj) -> dict[str, Obj]:
     """replica-type label value -> the submitted template's pod spec."""
@@ -269,7 +255,7 @@ def _template_specs(job: Obj) -> dict[str, Obj]:
 # ------------------------------------------------------------------------------------ test
 
 
-@pytest.mark.parametrize("recording", _params())
+@pytest.mark.parametrize("recording", RECORDINGS, ids=lambda path: path.stem)
 async def test_pods_and_services_match_v1_9_4(
     recording: Path, kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str
 ) -> None:
