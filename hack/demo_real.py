@@ -3,8 +3,9 @@
 1. Start the local cluster with one real node (kubelet, containerd) beside the kwok nodes, with
    the images of jobcontroller.testing.images imported (built from Debian packages the first
    time; cached after).
-2. Deploy the three operators as Deployments on the real node, from the manifests
-   (manifests/overlays/local-real-node), and wait for them to roll out.
+2. Deploy the default install (the all-in-one training-operator, every kind in one process) as
+   a Deployment on the real node, from the manifests (manifests/overlays/local-real-node), and
+   wait for it to roll out.
 3. Run examples/real/pytorchjob-ddp.yaml (PyTorch DDP, Master + 2 Workers) and
    examples/real/mpijob-allreduce.yaml (mpirun over SSH, mpi4py) to completion, then print their
    training logs and the final table.
@@ -68,10 +69,11 @@ def main() -> int:
     ok = False
     try:
         print(kubectl("get", "nodes", "-o", "wide"))
-        say("deploying the operators from manifests/overlays/local-real-node")
+        say("deploying the training-operator from manifests/overlays/local-real-node")
         kubectl("apply", "--server-side", "-k", str(ROOT / "manifests/overlays/local-real-node"))
-        for name in ("tf-operator", "pytorch-operator", "mpi-operator"):
-            kubectl("-n", "kubeflow", "rollout", "status", f"deployment/{name}", "--timeout=240s")
+        kubectl(
+            "-n", "kubeflow", "rollout", "status", "deployment/training-operator", "--timeout=240s"
+        )
         print(kubectl("-n", "kubeflow", "get", "pods", "-o", "wide"))
         say("submitting a PyTorchJob (DDP) and an MPIJob (mpirun over SSH)")
         kubectl("create", "namespace", NAMESPACE)

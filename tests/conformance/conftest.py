@@ -1,6 +1,7 @@
 """Real pods: the conformance suite's cluster has a real node (kubelet + containerd) beside
-kwok's, the images of ``jobcontroller.testing.images`` imported, and the operators running on
-it as Deployments from ``manifests/overlays/local-real-node``.
+kwok's, the images of ``jobcontroller.testing.images`` imported, and the default install (the
+all-in-one training-operator, serving every kind) running on it as a Deployment from
+``manifests/overlays/local-real-node``.
 
 The API server keeps an audit log, from which the suite counts the operators' forbidden calls.
 """
@@ -28,14 +29,10 @@ from jobcontroller.testing.controlplane import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAY = ROOT / "manifests" / "overlays" / "local-real-node"
-OPERATORS = (
-    "tf-operator",
-    "pytorch-operator",
-    "mpi-operator",
-    "xgboost-operator",
-    "paddle-operator",
-    "jax-operator",
-)
+#: The operator Deployments the overlay deploys: the default install's one, every kind in one
+#: process. (The per-framework Deployments are run as deployed by
+#: tests/e2e/test_operators_as_deployed.py.)
+OPERATORS = ("training-operator",)
 AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",
@@ -121,7 +118,7 @@ def control_plane(real_cluster: RealCluster) -> ControlPlane:
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def operators(real_cluster: RealCluster, kube: KubeApi) -> RealCluster:
-    """The operators, deployed from the overlay and Available (their probes passing)."""
+    """The operator(s), deployed from the overlay and Available (their probes passing)."""
     real_cluster.kubectl("apply", "--server-side", "-k", str(OVERLAY))
     for name in OPERATORS:
         result = await asyncio.to_thread(

@@ -1,6 +1,7 @@
-"""The operators ran as Deployments on the real node, from the manifests, under their own
-ServiceAccounts: two Ready replicas each (probes passing, never restarted), one holding its
-Lease, and not one call the API server refused them for want of a permission.
+"""The default install's operator (the all-in-one training-operator, which ran every job of the
+suite, of every kind) ran as a Deployment on the real node, from the manifests, under its own
+ServiceAccount: two Ready replicas (probes passing, never restarted), one holding its Lease, and
+not one call the API server refused it for want of a permission.
 
 Named to run last: the audit log then holds every call of the jobs the suite ran before.
 """

@@ -37,7 +37,8 @@ from tfjobs import TFJOBS, has, replica, tfjob  # noqa: E402
 
 
 def _memory_limit(deployment: str) -> int:
-    docs = yaml.safe_load_all((ROOT / "manifests" / "base" / "deployments.yaml").read_text())
+    path = ROOT / "manifests" / "overlays" / "per-framework" / "deployments.yaml"
+    docs = yaml.safe_load_all(path.read_text())
     for doc in docs:
         if doc and doc["kind"] == "Deployment" and doc["metadata"]["name"] == deployment:
             container = doc["spec"]["template"]["spec"]["containers"][0]

@@ -1,7 +1,13 @@
 """Each operator, run exactly as its Deployment runs it, under exactly the identity the
 manifests give it, completes a job of its kind without a single forbidden (403) response.
 
-The overlay is re-homed with kustomize (a name prefix and a fresh namespace), so each test has
+The default install's all-in-one training-operator (manifests/base, and overlays/namespaced)
+runs one job of every kind and the demo's jobs (hack/demo.py: examples/*.yaml, every framework)
+under its one ServiceAccount, bound to the six frameworks' ClusterRoles; each per-framework
+operator (overlays/per-framework, and per-framework-namespaced) runs a job of its own kind
+under its own.
+
+The install is re-homed with kustomize (a name prefix and a fresh namespace), so each test has
 its own ServiceAccount, roles and bindings; the operator process gets the Deployment's command
 line and a bound token of that ServiceAccount.
 """
@@ -10,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -53,11 +60,21 @@ def _kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> str:
     return out.stdout
 
 
-def _rehomed(overlay: str, *, prefix: str, namespace: str, workdir: Path) -> list[dict[str, Any]]:
+def _demo_jobs() -> list[tuple[Resource, dict[str, Any]]]:
+    """The jobs `make demo` submits (every framework's examples, simulated), as it loads them."""
+    spec = importlib.util.spec_from_file_location("demo", ROOT / "hack" / "demo.py")
+    assert spec is not None and spec.loader is not None
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    return [(demo.KINDS[job["kind"]], job) for job in demo.load_jobs()]
+
+
+def _rehomed(install: str, *, prefix: str, namespace: str, workdir: Path) -> list[dict[str, Any]]:
+    """The install (a path under manifests/) under a name prefix, in ``namespace``."""
     kustomization = {
         "namePrefix": prefix,
         "namespace": namespace,
-        "resources": [os.path.relpath(ROOT / "manifests" / "overlays" / overlay, workdir)],
+        "resources": [os.path.relpath(ROOT / "manifests" / install, workdir)],
     }
     (workdir / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
     return render_kustomize(find_binaries()["kubectl"], workdir)
@@ -183,11 +200,19 @@ async def _wait_leading(proc: subprocess.Popen[bytes], command: LocalCommand, lo
     raise AssertionError(f"operator never became ready and leader:\n{log.read_text()[-3000:]}")
 
 
-#: Each operator under either flavour, and the all-in-one operator with every kind's job.
+#: (operator, install under manifests/): the default install's all-in-one operator with every
+#: kind's job and the demo's, cluster-wide and namespaced; each per-framework operator with its
+#: kind's job, cluster-wide and namespaced.
 DEPLOYED = [
-    *((op, overlay) for overlay in ("standalone", "namespaced") for op in sorted(JOBS)),
-    ("training-operator", "all-in-one"),
+    ("training-operator", "base"),
+    ("training-operator", "overlays/namespaced"),
+    *(
+        (op, overlay)
+        for overlay in ("overlays/per-framework", "overlays/per-framework-namespaced")
+        for op in sorted(JOBS)
+    ),
 ]
+NAMESPACED = {"overlays/namespaced", "overlays/per-framework-namespaced"}
 
 
 @pytest.mark.parametrize(("operator", "overlay"), DEPLOYED, ids=lambda v: str(v))
@@ -227,7 +252,7 @@ async def test_operator_completes_a_job_with_only_its_manifest_rbac(
         await _wait_leading(proc, command, log)
         before = _forbidden_requests(_metrics(command.metrics_port))
         every_kind = operator == "training-operator"
-        jobs = list(JOBS.values()) if every_kind else [JOBS[operator]]
+        jobs = [*JOBS.values(), *_demo_jobs()] if every_kind else [JOBS[operator]]
         for resource, body in jobs:
             await kube.create(resource, body, namespace=ns)
         for resource, body in jobs:
@@ -277,7 +302,7 @@ async def test_operator_completes_a_job_with_only_its_manifest_rbac(
         proc.wait(30)
     assert proc.returncode == 0, log.read_text()[-3000:]
 
-    if overlay == "namespaced":
+    if overlay in NAMESPACED:
         # The namespaced identity reaches nothing outside its namespace.
         async with await KubeApi.from_config(kubeconfig=str(token_kc)) as as_operator:
             with pytest.raises(ApiError) as denied:

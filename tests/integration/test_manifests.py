@@ -4,7 +4,10 @@ nothing more, as the RBAC authorizer itself answers.
 
 The RBAC checks apply the overlay for real under a random name prefix and namespace (the same
 kustomize machinery a user would use to re-home the operators), so they neither collide with
-nor depend on an installation in ``kubeflow``.
+nor depend on an installation in ``kubeflow``. Both flavours are judged: the default install
+(manifests/base, the all-in-one training-operator, whose one identity must hold the union of
+the six operators' rules) and overlays/per-framework (each operator its own rules only), each
+cluster-wide and namespaced, with and without gang scheduling.
 """
 
 from __future__ import annotations
@@ -27,7 +30,21 @@ import yaml
 from jobcontroller.testing.binaries import find_binaries
 
 ROOT = Path(__file__).resolve().parents[2]
-OVERLAYS = ROOT / "manifests" / "overlays"
+MANIFESTS = ROOT / "manifests"
+#: Every install, as a path under manifests/: the default and each overlay.
+INSTALLS = (
+    "base",
+    "overlays/standalone",
+    "overlays/namespaced",
+    "overlays/monitoring",
+    "overlays/all-in-one",
+    "overlays/per-framework",
+    "overlays/per-framework-namespaced",
+)
+#: Each flavour's cluster-wide and namespaced install.
+ALL_IN_ONE = ("base", "overlays/namespaced")
+PER_FRAMEWORK = ("overlays/per-framework", "overlays/per-framework-namespaced")
+NAMESPACED = {"overlays/namespaced", "overlays/per-framework-namespaced"}
 PROMETHEUS_OPERATOR_CRDS = ROOT / "tests" / "data" / "prometheus-operator-crds.yaml"
 RBAC_KINDS = {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding"}
 PLURALS = {
@@ -108,20 +125,20 @@ _APPLIED = re.compile(
 )
 
 
-@pytest.mark.parametrize("overlay", ["standalone", "namespaced", "monitoring", "all-in-one"])
+@pytest.mark.parametrize("overlay", INSTALLS)
 def test_overlay_passes_a_server_side_dry_run(
     overlay: str, kubectl: Kubectl, kubeflow_namespace: str, request: pytest.FixtureRequest
 ) -> None:
-    if overlay == "monitoring":
+    if overlay == "overlays/monitoring":
         request.getfixturevalue("prometheus_operator_crds")
     expected = {
-        (o["kind"].lower(), o["metadata"]["name"]) for o in kubectl.render(OVERLAYS / overlay)
+        (o["kind"].lower(), o["metadata"]["name"]) for o in kubectl.render(MANIFESTS / overlay)
     }
 
     # Server-side, as the README applies them: the CRDs, with the pod template schema, are
     # too large for client-side apply's last-applied annotation (so are the anchors').
     out = kubectl(
-        "apply", "--server-side", "--dry-run=server", "-k", str(OVERLAYS / overlay)
+        "apply", "--server-side", "--dry-run=server", "-k", str(MANIFESTS / overlay)
     ).stdout
     lines = out.splitlines()
     assert all(line.endswith("(server dry run)") for line in lines), out
@@ -129,16 +146,17 @@ def test_overlay_passes_a_server_side_dry_run(
     assert applied == expected
 
 
-def test_operator_pods_meet_the_restricted_pod_security_standard(kubectl: Kubectl) -> None:
+@pytest.mark.parametrize("overlay", ["base", "overlays/per-framework"])
+def test_operator_pods_meet_the_restricted_pod_security_standard(
+    overlay: str, kubectl: Kubectl
+) -> None:
     """Pod admission enforces the standard on pods only, so each Deployment's pod template is
     submitted as a pod to a namespace that enforces ``restricted``."""
     namespace = _fresh_namespace(
         kubectl, stem="pss", labels={"pod-security.kubernetes.io/enforce": "restricted"}
     )
     try:
-        deployments = [
-            d for d in kubectl.render(OVERLAYS / "standalone") if d["kind"] == "Deployment"
-        ]
+        deployments = [d for d in kubectl.render(MANIFESTS / overlay) if d["kind"] == "Deployment"]
         assert deployments
         for deployment in deployments:
             pod = {
@@ -276,12 +294,12 @@ def _render_as(
     kubectl: Kubectl,
     components: tuple[str, ...] = (),
 ) -> list[Obj]:
-    """The overlay's objects as a user re-homing it would get them: renamed and re-namespaced,
-    with the given components (paths under manifests/)."""
+    """The install's objects (``overlay``: a path under manifests/) as a user re-homing it would
+    get them: renamed and re-namespaced, with the given components (paths under manifests/)."""
     kustomization: Obj = {
         "namePrefix": prefix,
         "namespace": namespace,
-        "resources": [os.path.relpath(OVERLAYS / overlay, workdir)],
+        "resources": [os.path.relpath(MANIFESTS / overlay, workdir)],
     }
     if components:
         kustomization["components"] = [
@@ -291,12 +309,13 @@ def _render_as(
     return kubectl.render(workdir)
 
 
-@pytest.mark.parametrize("overlay", ["standalone", "namespaced"])
+@pytest.mark.parametrize("overlay", [*ALL_IN_ONE, *PER_FRAMEWORK])
 def test_monitoring_is_a_component_of_either_flavour(
     overlay: str, kubectl: Kubectl, tmp_path: Path
 ) -> None:
-    """ServiceMonitors, alerts and the dashboard come with whichever overlay adds them, and
-    move with it when it is re-homed."""
+    """The ServiceMonitor, alerts and the dashboard come with whichever overlay adds them, and
+    move with it when it is re-homed; the ServiceMonitor selects every operator's metrics
+    Service, the all-in-one's or the six per-framework ones, and nothing else."""
     rendered = _render_as(
         overlay,
         prefix="p-",
@@ -306,7 +325,18 @@ def test_monitoring_is_a_component_of_either_flavour(
         components=("monitoring",),
     )
     kinds = [o["kind"] for o in rendered]
-    assert kinds.count("ServiceMonitor") == len(PLURALS) and kinds.count("PrometheusRule") == 1
+    assert kinds.count("PrometheusRule") == 1
+    monitors = [o for o in rendered if o["kind"] == "ServiceMonitor"]
+    services = [o for o in rendered if o["kind"] == "Service"]
+    scraped = {
+        s["metadata"]["name"]
+        for s in services
+        for m in monitors
+        if m["spec"]["selector"]["matchLabels"].items() <= s["metadata"]["labels"].items()
+    }
+    operators = PLURALS if overlay in PER_FRAMEWORK else ["training-operator"]
+    assert scraped == {f"p-{name}-metrics" for name in operators}
+    assert {s["metadata"]["name"] for s in services} == scraped
     [dashboard] = [o for o in rendered if o["kind"] == "ConfigMap"]
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(dashboard["data"]["kubeflow-operators-py.json"])["panels"]
@@ -317,11 +347,11 @@ def test_monitoring_is_a_component_of_either_flavour(
 
 
 @pytest.mark.parametrize("gang", [False, True], ids=["", "gang-scheduling"])
-@pytest.mark.parametrize("overlay", ["standalone", "namespaced"])
+@pytest.mark.parametrize("overlay", PER_FRAMEWORK)
 def test_rbac_grants_each_operator_what_it_needs_and_no_more(
     overlay: str, gang: bool, kubectl: Kubectl, tmp_path: Path
 ) -> None:
-    namespace = _fresh_namespace(kubectl, stem=f"rbac-{overlay}", labels={})
+    namespace = _fresh_namespace(kubectl, stem="rbac-pf", labels={})
     prefix = f"t{uuid.uuid4().hex[:6]}-"
     rendered = _render_as(
         overlay,
@@ -342,7 +372,7 @@ def test_rbac_grants_each_operator_what_it_needs_and_no_more(
         questions = [
             (operator, access)
             for operator in PLURALS
-            for access in _expectations(operator, namespaced=overlay == "namespaced", gang=gang)
+            for access in _expectations(operator, namespaced=overlay in NAMESPACED, gang=gang)
         ]
         _judge(kubectl, questions, prefix=prefix, namespace=namespace)
     finally:
@@ -375,25 +405,36 @@ def _judge(
     assert not wrong, "\n".join(wrong)
 
 
+@pytest.mark.parametrize("gang", [False, True], ids=["", "gang-scheduling"])
+@pytest.mark.parametrize("overlay", ALL_IN_ONE)
 def test_all_in_one_identity_has_the_union_of_the_operators_rules(
-    kubectl: Kubectl, tmp_path: Path
+    overlay: str, gang: bool, kubectl: Kubectl, tmp_path: Path
 ) -> None:
-    """One ServiceAccount for every kind: allowed what some operator is, denied the rest."""
+    """The default install's one ServiceAccount for every kind: allowed what some operator is,
+    denied the rest."""
     namespace = _fresh_namespace(kubectl, stem="rbac-all", labels={})
     prefix = f"t{uuid.uuid4().hex[:6]}-"
     rendered = _render_as(
-        "all-in-one", prefix=prefix, namespace=namespace, workdir=tmp_path, kubectl=kubectl
+        overlay,
+        prefix=prefix,
+        namespace=namespace,
+        workdir=tmp_path,
+        kubectl=kubectl,
+        components=("components/gang-scheduling",) if gang else (),
     )
     rbac = [o for o in rendered if o["kind"] in RBAC_KINDS]
     assert {o["metadata"]["name"] for o in rbac if o["kind"] == "ServiceAccount"} == {
         f"{prefix}training-operator"
     }
+    [deployment] = [o for o in rendered if o["kind"] == "Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert ("--gang-scheduler-name=volcano" in args) == gang, args
     manifest = yaml.safe_dump_all(rbac)
     kubectl("apply", "-f", "-", stdin=manifest)
     try:
         union: dict[Access, bool] = {}
         for operator in PLURALS:
-            for access in _expectations(operator, namespaced=False, gang=False):
+            for access in _expectations(operator, namespaced=overlay in NAMESPACED, gang=gang):
                 key = dataclasses.replace(access, allowed=False)
                 union[key] = union.get(key, False) or access.allowed
         questions = [
@@ -415,7 +456,7 @@ def test_users_bound_to_edit_can_submit_jobs_and_view_can_only_read(
     namespace = _fresh_namespace(kubectl, stem="users", labels={})
     roles = [
         o
-        for o in kubectl.render(OVERLAYS / "standalone")
+        for o in kubectl.render(MANIFESTS / "base")
         if o["kind"] == "ClusterRole" and o["metadata"]["name"].startswith("kubeflow-training-")
     ]
     assert sorted(r["metadata"]["name"] for r in roles) == [
@@ -476,9 +517,10 @@ def test_users_bound_to_edit_can_submit_jobs_and_view_can_only_read(
         kubectl("delete", "namespace", namespace, "--wait=false")
 
 
-def test_every_operator_deployment_has_a_disruption_budget(kubectl: Kubectl) -> None:
+@pytest.mark.parametrize("overlay", ["base", "overlays/per-framework"])
+def test_every_operator_deployment_has_a_disruption_budget(overlay: str, kubectl: Kubectl) -> None:
     """A node drain may take one of an operator's two replicas at a time, never both."""
-    objects = kubectl.render(OVERLAYS / "standalone")
+    objects = kubectl.render(MANIFESTS / overlay)
     deployments = {
         o["metadata"]["name"]: o["spec"]["selector"]["matchLabels"]
         for o in objects

@@ -1,6 +1,8 @@
-"""One path for what every operator ships: the committed RBAC and Deployments of
-manifests/base are exactly what `<operator> manifests` generates from the controllers, and the
-subcommands print what an author needs."""
+"""One path for what every operator ships: the committed RBAC and Deployments are exactly what
+`<operator> manifests` generates from the controllers (each framework's ClusterRole in
+manifests/base, its identity and Deployment in overlays/per-framework; the all-in-one's
+Deployment, and its RBAC the union of the six ClusterRoles), and the subcommands print what an
+author needs."""
 
 from __future__ import annotations
 
@@ -19,9 +21,12 @@ from mpi_operator.controller import MPIJobController
 from paddle_operator.controller import PaddleJobController
 from pytorch_operator.controller import PyTorchJobController
 from tf_operator.controller import TFJobController
+from training_operator.__main__ import build_controllers
 from xgboost_operator.controller import XGBoostJobController
 
-BASE = Path(__file__).resolve().parents[2] / "manifests" / "base"
+MANIFESTS = Path(__file__).resolve().parents[2] / "manifests"
+BASE = MANIFESTS / "base"
+PER_FRAMEWORK = MANIFESTS / "overlays" / "per-framework"
 OPERATORS: dict[str, type[JobController[Any]]] = {
     "tf-operator": TFJobController,
     "pytorch-operator": PyTorchJobController,
@@ -38,14 +43,61 @@ def _docs(path: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("name", OPERATORS)
 def test_committed_rbac_is_the_generated_rbac(name: str) -> None:
+    """The rules, written once in the base for both flavours, and the per-framework identity
+    are together what ``<operator> manifests`` generates."""
     controller = OPERATORS[name]()
-    assert _docs(BASE / f"rbac-{name}.yaml") == rbac(name, [controller], namespace="kubeflow")
+    [cluster_role] = _docs(BASE / f"clusterrole-{name}.yaml")
+    account, *bindings = _docs(PER_FRAMEWORK / f"rbac-{name}.yaml")
+    committed = [account, cluster_role, *bindings]
+    assert committed == rbac(name, [controller], namespace="kubeflow")
 
 
 @pytest.mark.parametrize("name", OPERATORS)
 def test_committed_deployment_is_the_generated_deployment(name: str) -> None:
-    committed = [d for d in _docs(BASE / "deployments.yaml") if d["metadata"]["name"] == name]
+    docs = _docs(PER_FRAMEWORK / "deployments.yaml")
+    committed = [d for d in docs if d["metadata"]["name"] == name]
     assert committed == [deployment(name, namespace="kubeflow")]
+
+
+def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
+    """(group, resource, verb, name) for every grant of the rules, "" for any name."""
+    return {
+        (group, resource, verb, name)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+        for name in rule.get("resourceNames") or [""]
+    }
+
+
+def test_all_in_one_rbac_is_the_union_of_the_generated_rules() -> None:
+    """The default install's training-operator is bound to the six frameworks' ClusterRoles:
+    together they grant exactly what ``training-operator manifests`` generates as one
+    ClusterRole, and its Lease Role and Deployment are the generated ones."""
+    docs = _docs(BASE / "training-operator.yaml")
+    generated = rbac("training-operator", build_controllers(), namespace="kubeflow")
+    by_kind = {d["kind"]: d for d in generated}
+    roles = {
+        d["metadata"]["name"]: d
+        for path in sorted(BASE.glob("clusterrole-*.yaml"))
+        for d in _docs(path)
+    }
+    bindings = [d for d in docs if d["kind"] == "ClusterRoleBinding"]
+    subject = by_kind["ClusterRoleBinding"]["subjects"]
+    assert all(b["subjects"] == subject for b in bindings)
+    bound = [roles[b["roleRef"]["name"]] for b in bindings]
+    assert sorted(r["metadata"]["name"] for r in bound) == sorted(OPERATORS)
+    union = _grants([rule for role in bound for rule in role["rules"]])
+    assert union == _grants(by_kind["ClusterRole"]["rules"])
+    for kind in ("ServiceAccount", "Role", "RoleBinding"):
+        assert [d for d in docs if d["kind"] == kind] == [by_kind[kind]]
+    [committed] = [d for d in docs if d["kind"] == "Deployment"]
+    expected = deployment("training-operator", namespace="kubeflow")
+    # Six kinds' informers in one process: more memory than one operator's.
+    container = expected["spec"]["template"]["spec"]["containers"][0]
+    container["resources"]["limits"]["memory"] = "768Mi"
+    assert committed == expected
 
 
 def test_rules_follow_what_a_controller_owns() -> None:

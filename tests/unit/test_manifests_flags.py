@@ -9,9 +9,12 @@ ports the parsed flags make the operator listen on.
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import re
 import subprocess
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +26,20 @@ from jobcontroller.runtime.flags import Settings, parse_settings
 from jobcontroller.testing.binaries import find_binaries
 
 ROOT = Path(__file__).resolve().parents[2]
-OVERLAYS = ("standalone", "namespaced", "monitoring", "all-in-one")
+#: Every install, as a path under manifests/: the default (base, all-in-one) and each overlay.
+OVERLAYS = (
+    "base",
+    "overlays/standalone",
+    "overlays/namespaced",
+    "overlays/monitoring",
+    "overlays/all-in-one",
+    "overlays/per-framework",
+    "overlays/per-framework-namespaced",
+    "overlays/local-real-node",
+)
 #: The overlays whose operators watch only their own namespace.
-NAMESPACED = {"namespaced"}
-OPERATORS = {
+NAMESPACED = {"overlays/namespaced", "overlays/per-framework-namespaced"}
+PER_FRAMEWORK_OPERATORS = {
     "tf-operator",
     "pytorch-operator",
     "mpi-operator",
@@ -34,8 +47,14 @@ OPERATORS = {
     "paddle-operator",
     "jax-operator",
 }
-#: Overlays that run every kind in one Deployment.
-ALL_IN_ONE = {"all-in-one": {"training-operator"}}
+#: Overlays with one Deployment per framework; the others run every kind in one.
+PER_FRAMEWORK = {"overlays/per-framework", "overlays/per-framework-namespaced"}
+
+
+def deployed(name: str) -> set[str]:
+    """The operator Deployments the install ``name`` has."""
+    return PER_FRAMEWORK_OPERATORS if name in PER_FRAMEWORK else {"training-operator"}
+
 
 Obj = dict[str, Any]
 
@@ -57,7 +76,7 @@ def overlay(request: pytest.FixtureRequest) -> tuple[str, list[Obj]]:
     kubectl = find_binaries()["kubectl"]
     name = str(request.param)
     out = subprocess.run(
-        [kubectl, "kustomize", str(ROOT / "manifests" / "overlays" / name)],
+        [kubectl, "kustomize", str(ROOT / "manifests" / name)],
         check=True,
         capture_output=True,
         text=True,
@@ -117,11 +136,26 @@ def _argv(deployment: Obj) -> list[str]:
     return [_expand(a, env) for a in [*container["command"], *container.get("args", [])]]
 
 
+def _operator_flags(script: str) -> Callable[[argparse.ArgumentParser], None]:
+    """The flags the console script's ``main`` parses: every operator's, and its own
+    ``add_flags`` where its ``__main__`` module has one (pytorch-operator's init container,
+    training-operator's --enable-scheme and the PyTorch ones)."""
+    module = importlib.import_module(console_scripts()[script].split(":")[0])
+    own = getattr(module, "add_flags", None)
+
+    def flags(parser: argparse.ArgumentParser) -> None:
+        add_job_flags(parser)
+        if own is not None:
+            own(parser)
+
+    return flags
+
+
 def _settings(deployment: Obj, capsys: pytest.CaptureFixture[str]) -> Settings:
     """Parse the Deployment's command line exactly as its operator's ``main`` would."""
     script, *rest = _argv(deployment)
     try:
-        return parse_settings(name=script, argv=rest, add_flags=add_job_flags, environ={})
+        return parse_settings(name=script, argv=rest, add_flags=_operator_flags(script), environ={})
     except SystemExit:
         error = capsys.readouterr().err.strip()
     pytest.fail(f"{script} rejects {rest}: {error}")
@@ -140,7 +174,7 @@ def test_each_operator_runs_its_own_console_script(overlay: tuple[str, list[Obj]
     name, objects = overlay
     scripts = console_scripts()
     deployments = _of_kind(objects, "Deployment")
-    assert {d["metadata"]["name"] for d in deployments} == ALL_IN_ONE.get(name, OPERATORS)
+    assert {d["metadata"]["name"] for d in deployments} == deployed(name)
     for deployment in deployments:
         command = _container(deployment)["command"]
         assert command[0] in scripts, f"{command[0]} is no console script of packages/*"
@@ -218,5 +252,14 @@ def test_each_operator_runs_as_its_own_bound_service_account(
         assert key in accounts, f"ServiceAccount {key} is not in the manifests"
         assert key in bound, f"ServiceAccount {key} is bound to no role"
         used.add(account)
-    deployments = ALL_IN_ONE.get(name, OPERATORS)
-    assert len(used) == len(deployments), "operators must not share an identity"
+    assert len(used) == len(deployed(name)), "operators must not share an identity"
+
+
+def test_every_deployment_runs_the_image_the_base_sets(overlay: tuple[str, list[Obj]]) -> None:
+    """The image is set once, in manifests/base; the per-framework Deployments take it too."""
+    name, objects = overlay
+    images = {_container(d)["image"] for d in _of_kind(objects, "Deployment")}
+    if name == "overlays/local-real-node":
+        assert images == {"jobcontroller.local/kubeflow-operators-py:local"}
+    else:
+        assert images == {"ghcr.io/example/kubeflow-operators-py:0.1.0"}

@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import yaml
-
 from jobcontroller.controller import JobController
 from jobcontroller.core.types import SERVICE
 
@@ -76,7 +74,7 @@ def cluster_role_rules(controllers: Sequence[JobController[Any]]) -> list[Obj]:
 
 
 #: NodeLost (--node-lost-grace-period): the node informer reads every node's Ready condition.
-#: Nodes are cluster-scoped, so the namespaced overlay grants this with a ClusterRoleBinding.
+#: Nodes are cluster-scoped, so the namespaced overlays grant this with a ClusterRoleBinding.
 _NODE_RULE: Obj = {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]}
 
 
@@ -277,6 +275,8 @@ def operator_manifests(
 
 def to_yaml(objects: Iterable[Obj]) -> str:
     """A multi-document YAML stream, keys in the order given."""
+    import yaml  # the `run` command never needs it
+
     return "".join(
         "---\n" + yaml.safe_dump(obj, sort_keys=False, default_flow_style=False, width=100)
         for obj in objects
