@@ -13,8 +13,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from controller_fakes import KEY, FakeApi, tf_controller, tf_job, true_conditions, worker_pod
+from controller_fakes import (
+    KEY,
+    FakeApi,
+    catch_up,
+    tf_controller,
+    tf_job,
+    true_conditions,
+    worker_pod,
+)
 
+from jobcontroller.controller import STATUS_COALESCE_SECONDS
 from jobcontroller.runtime.kube import ApiError
 from jobcontroller.runtime.metrics import Metrics
 
@@ -130,3 +139,48 @@ async def test_a_job_deleted_after_its_ttl_is_counted_once_however_often_it_is_t
     await controller.reconcile(KEY)
     assert ("TFJob", "tf") not in api.objects
     assert metrics.registry.get_sample_value(deleted, labels) == 1
+
+
+async def test_counter_only_changes_right_after_a_write_wait_and_are_written_by_the_timer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Pods of a job turning Running one after another cost one status write, not one each;
+    the wait is bounded and the pass that ends it writes the counters then."""
+    clock = [1000.0]
+    monkeypatch.setattr("jobcontroller.controller.time.monotonic", lambda: clock[0])
+    job = tf_job(status=RUNNING_STATUS)
+    api = FakeApi(job)
+    pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Pending")]
+    controller = tf_controller(api, cached=[job, *pods])
+    controller._status_written[KEY] = clock[0]  # the job's status was just written
+    after = await controller.reconcile(KEY)
+    assert api.status_writes == 0  # active 2 -> 1 only: held back...
+    assert after is not None and 0 < after <= STATUS_COALESCE_SECONDS  # ...with a timer
+    clock[0] += STATUS_COALESCE_SECONDS
+    catch_up(controller, api)  # the services the first pass created are in the caches now
+    await controller.reconcile(KEY)
+    assert api.status_writes == 1
+    assert api.job["status"]["replicaStatuses"]["Worker"]["active"] == 1
+
+
+async def test_a_condition_change_is_written_at_once_however_recent_the_last_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr("jobcontroller.controller.time.monotonic", lambda: clock[0])
+    job = tf_job(status=RUNNING_STATUS)
+    api = FakeApi(job)
+    pods = [worker_pod(0, phase="Succeeded", exit_code=0), worker_pod(1, phase="Succeeded")]
+    controller = tf_controller(api, cached=[job, *pods])
+    controller._status_written[KEY] = clock[0]
+    await controller.reconcile(KEY)
+    assert api.status_writes == 1
+    assert "Succeeded" in true_conditions(api.job)
+
+
+async def test_the_first_write_of_a_job_never_waits() -> None:
+    job = tf_job(status=RUNNING_STATUS)
+    api = FakeApi(job)
+    pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Pending")]
+    await tf_controller(api, cached=[job, *pods]).reconcile(KEY)
+    assert api.status_writes == 1

@@ -28,6 +28,7 @@ import datetime as dt
 import logging
 import os
 import re
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Generic
@@ -73,6 +74,7 @@ from jobcontroller.runtime.informer import (
 from jobcontroller.runtime.kube import NODES, PODS, SERVICES, ApiError, KubeApi, Resource
 from jobcontroller.runtime.manager import Manager
 from jobcontroller.runtime.metrics import Metrics
+from jobcontroller.runtime.store import object_key
 from jobcontroller.runtime.workqueue import WorkQueue
 
 __all__ = ["LABEL_JOB_NAME", "JobController", "pod_group_resource"]
@@ -156,6 +158,11 @@ def _pod_node_name(pod: Obj) -> list[str]:
 #: How often a job looks again at an object found in its way that the caches do not show (it
 #: lacks the job-name label, so no watch event says when it goes).
 _FOREIGN_RECHECK_SECONDS = 10.0
+#: A status write that would change nothing but the replica counters waits until this long
+#: after the job's previous status write, so the pods of a job starting or finishing one after
+#: another cost one write, not one each (a client-go operator gets the same from its slower
+#: queue). Conditions, start and completion times are written at once.
+STATUS_COALESCE_SECONDS = 1.0
 
 
 def pod_group_resource(gang_scheduler_name: str) -> Resource | None:
@@ -283,6 +290,9 @@ class JobController(Generic[JobT]):
         # The latest run of identical creation failures, by job key (one entry per job at
         # most, dropped by a successful creation and when the job goes).
         self._create_failures: dict[str, CreateFailure] = {}
+        # When each job's status was last written by this process (monotonic seconds): one
+        # entry per job at most, dropped when the job goes.
+        self._status_written: dict[str, float] = {}
 
     # ----------------------------------------------------------------- Framework defaults
 
@@ -483,6 +493,7 @@ class JobController(Generic[JobT]):
             self.expectations.delete(f"{key}/{kind}")
         self._foreign.pop(key, None)
         self._create_failures.pop(key, None)
+        self._status_written.pop(key, None)
 
     def _owner_job_key(self, obj: Obj) -> tuple[str | None, bool]:
         """The key of the job that controls ``obj`` (and True), or, for other objects wearing
@@ -605,21 +616,41 @@ class JobController(Generic[JobT]):
         patched = self._patched_jobs.pop(key, None)
         if not finishing:
             self._report(raw, result)
+        requeue_after = result.requeue_after
         if result.status is not None and not finishing:
             # Even when some writes failed: the status is read from the caches, not from those
             # writes, and holding it back hid the outcome (a job whose clean-up keeps failing
             # never showed Failed) while every retry counted its metrics again.
-            await self._write_status(_after_own_patch(raw, patched), result.status)
+            job = _after_own_patch(raw, patched)
+            wait = self._status_wait(key, job, result.status)
+            if wait > 0:
+                # Nothing is lost by waiting: the next pass derives the status again from the
+                # caches, and the timer makes sure there is one.
+                requeue_after = wait if requeue_after is None else min(requeue_after, wait)
+            else:
+                await self._write_status(job, result.status)
         if errors:
             raise errors[0]
         if key in self._foreign:
             if result.status is not None and is_finished(result.status):
                 del self._foreign[key]
             else:
-                return min(
-                    result.requeue_after or _FOREIGN_RECHECK_SECONDS, _FOREIGN_RECHECK_SECONDS
-                )
-        return result.requeue_after
+                return min(requeue_after or _FOREIGN_RECHECK_SECONDS, _FOREIGN_RECHECK_SECONDS)
+        return requeue_after
+
+    def _status_wait(self, key: str, job: Obj, status: JobStatus) -> float:
+        """Seconds to hold back a status write that changes only the replica counters (see
+        STATUS_COALESCE_SECONDS); 0 to write now."""
+        last = self._status_written.get(key)
+        if last is None:
+            return 0.0
+        old = job.get("status") or {}
+        new = status.to_dict()
+        if {k: v for k, v in old.items() if k != "replicaStatuses"} != {
+            k: v for k, v in new.items() if k != "replicaStatuses"
+        }:
+            return 0.0
+        return max(0.0, last + STATUS_COALESCE_SECONDS - time.monotonic())
 
     def _log_plan(self, raw: Obj, observed: Observed, result: Plan) -> None:
         """At debug, what the plan decided: actions by kind, timers, events, cache sizes."""
@@ -975,6 +1006,7 @@ class JobController(Generic[JobT]):
                 return False
             raise
         self._cache_own_write(job, written)
+        self._status_written[object_key(job)] = time.monotonic()
         _log_condition_changes(job.get("status") or {}, new)
         self._observe_waits(job, job.get("status") or {}, new)
         return True

@@ -12,9 +12,6 @@ import base64
 import copy
 from typing import Any
 
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-
 from jobcontroller import owner_reference
 from mpi_operator.api import DEFAULT_SSH_AUTH_MOUNT_PATH, MPIJob
 from mpi_operator.hostfile import object_labels
@@ -55,6 +52,11 @@ def secret_name(job: MPIJob) -> str:
 def generate_key_pair() -> tuple[bytes, bytes]:
     """A new ECDSA P-521 pair: the private key as a PEM ``EC PRIVATE KEY`` block and the
     public key as an ``authorized_keys`` line."""
+    # Imported on first use: cryptography's OpenSSL is about 10 MB of RSS, which an operator
+    # that has not yet seen an MPIJob (or serves other kinds only) should not pay.
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
     key = ec.generate_private_key(ec.SECP521R1())
     private = key.private_bytes(
         encoding=serialization.Encoding.PEM,

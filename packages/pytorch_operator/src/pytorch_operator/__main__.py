@@ -7,8 +7,6 @@ import sys
 from collections.abc import Sequence
 from typing import cast
 
-import yaml
-
 from jobcontroller import PlanConfig, Settings, run_job_operator
 from pytorch_operator.controller import PyTorchJobController
 from pytorch_operator.initcontainer import (
@@ -29,6 +27,8 @@ def _not_negative(text: str) -> int:
 
 
 def _template(path: str) -> InitContainerTemplate | None:
+    import yaml
+
     try:
         return InitContainerTemplate.load(path)
     except (OSError, ValueError, yaml.YAMLError) as exc:

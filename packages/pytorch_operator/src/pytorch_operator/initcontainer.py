@@ -33,8 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pytorch_operator.api import PyTorchJob, PyTorchReplicaType
 from pytorch_operator.env import replica_port
 
@@ -136,6 +134,8 @@ class InitContainerTemplate:
                 f"{self.source}: only {', '.join('{{.' + f + '}}' for f in _FIELDS)} can be "
                 f"used{'; unknown: ' + ', '.join(unknown) if unknown else ''}"
             )
+        import yaml  # only with --pytorch-init-container-template-file
+
         rendered = yaml.safe_load(_FIELD.sub(lambda m: values[m.group(1)], self.text))
         if not isinstance(rendered, list) or not all(
             isinstance(c, dict) and c.get("name") and c.get("image") for c in rendered

@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
-
 __all__ = [
     "ClusterConfig",
     "ConfigError",
@@ -261,6 +259,8 @@ def _merged(paths: list[Path]) -> tuple[Obj, dict[str, Path]]:
     merged: Obj = {"clusters": [], "users": [], "contexts": [], "current-context": ""}
     origin: dict[str, Path] = {}
     seen: dict[str, set[str]] = {"clusters": set(), "users": set(), "contexts": set()}
+    import yaml  # not needed in a pod (in-cluster credentials): imported on first use
+
     for path in paths:
         try:
             doc = yaml.safe_load(path.read_text()) or {}
