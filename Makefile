@@ -13,7 +13,7 @@ REAL_NODE ?=
 # KUEUE=1 make cluster-up: Kueue (hack/build-kueue.sh) with the kubeflow.org integrations.
 KUEUE ?=
 
-.PHONY: help bootstrap control-plane kueue node images conformance demo-real lint format crds pod-schema test test-unit chaos cluster-up cluster-down demo bench clean
+.PHONY: help bootstrap control-plane kueue node images conformance demo-real lint format crds pod-schema test test-unit chaos cluster-up cluster-down demo bench clean bench-micro
 
 help:
 	@echo "make demo     run the six operators against a local cluster with the seed and example jobs"
@@ -106,7 +106,15 @@ endif
 demo-real:
 	$(MAKE) demo REAL=1
 
+# The scenarios of bench/suite.py, each on a fresh audited cluster, against a bare client and (when
+# built) the Go operators: JSON and plots in bench/results/, the table in bench/results/summary.md.
+# BENCH="idle timers" runs some; BENCH_GO=0 skips the Go operators.
+BENCH ?=
 bench: bootstrap control-plane
+	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) --group bench python bench/suite.py $(BENCH)
+
+# The micro-benchmarks: work queue, informer, in-process TFJob throughput, each script's footprint.
+bench-micro: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python bench/bench_workqueue.py
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python bench/bench_informer.py
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python bench/bench_tfjobs.py
