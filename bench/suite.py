@@ -610,7 +610,7 @@ async def burst_operator(
 async def burst_bare(jobs: list[Obj], qps: float, burst: int, base: Path) -> Outcome:
     per_job = rendered(jobs)
     with Cluster(base / "bare") as cluster:
-        async with driver(cluster, OUR_CRDS):
+        async with driver(cluster, OUR_CRDS) as kube:
             async with await KubeApi.from_config(
                 kubeconfig=str(cluster.user(MEASURED["bare"])), qps=qps, burst=burst
             ) as bare:
@@ -624,7 +624,7 @@ async def burst_bare(jobs: list[Obj], qps: float, burst: int, base: Path) -> Out
                 # An MPI launcher's pod comes from the controller-manager's Job controller,
                 # for the bare client as for the operators: its time counts too.
                 pods = sum(1 for objs in per_job for o in objs if o["kind"] in ("Pod", "Job"))
-                await _wait(lambda: _at_least(bare, PODS, pods), f"{pods} pods", 300, every=0.5)
+                await _wait(lambda: _at_least(kube, PODS, pods), f"{pods} pods", 300, every=0.5)
             await _wait_audit(cluster)
             audit = cluster.audit()
             _finish(out, cluster, MEASURED["bare"], first_create(audit, MEASURED["bare"]))
@@ -1057,12 +1057,17 @@ async def run(name: str, base: Path) -> None:
 def main(argv: list[str]) -> int:
     names = argv or list(SCENARIOS)
     with tempfile.TemporaryDirectory(prefix="jobcontroller-bench-") as tmp:
+        failed = []
         for name in names:
-            asyncio.run(run(name, Path(tmp)))
+            try:
+                asyncio.run(run(name, Path(tmp)))
+            except Exception as exc:  # one broken scenario must not lose the others' results
+                print(f"{name} FAILED: {exc!r}", flush=True)
+                failed.append(name)
     table = summary()
     (RESULTS / "summary.md").write_text(table)
     print(table)
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -311,7 +311,7 @@ async def demo() -> int:
             ),
             end="",
         )
-        step("a few lines of each operator's /metrics")
+        step("a few lines of the operator's /metrics")
         forbidden = []
         for name, command in commands.items():
             metrics_port = command.metrics_port

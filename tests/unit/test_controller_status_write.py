@@ -184,3 +184,21 @@ async def test_the_first_write_of_a_job_never_waits() -> None:
     pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Pending")]
     await tf_controller(api, cached=[job, *pods]).reconcile(KEY)
     assert api.status_writes == 1
+
+
+async def test_counters_are_written_at_once_when_no_pod_is_still_starting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What a client reads once the last pod runs is complete (an SDK user waiting for Running
+    and then reading `active`)."""
+    clock = [1000.0]
+    monkeypatch.setattr("jobcontroller.controller.time.monotonic", lambda: clock[0])
+    status = {**RUNNING_STATUS, "replicaStatuses": {"Worker": {"active": 1}}}
+    job = tf_job(status=status)
+    api = FakeApi(job)
+    pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Running")]
+    controller = tf_controller(api, cached=[job, *pods])
+    controller._status_written[KEY] = clock[0]
+    await controller.reconcile(KEY)
+    assert api.status_writes == 1
+    assert api.job["status"]["replicaStatuses"]["Worker"]["active"] == 2

@@ -158,10 +158,22 @@ def _pod_node_name(pod: Obj) -> list[str]:
 #: How often a job looks again at an object found in its way that the caches do not show (it
 #: lacks the job-name label, so no watch event says when it goes).
 _FOREIGN_RECHECK_SECONDS = 10.0
-#: A status write that would change nothing but the replica counters waits until this long
-#: after the job's previous status write, so the pods of a job starting or finishing one after
-#: another cost one write, not one each (a client-go operator gets the same from its slower
-#: queue). Conditions, start and completion times are written at once.
+
+
+def _starting(observed: Observed) -> bool:
+    """Whether some pod of the job (or of a Job it owns: MPI's launcher) is still Pending."""
+    pods = list(observed.pods)
+    for child in observed.owned.get("Job", ()):
+        pods += observed.controlled_by(POD, str(child.get("metadata", {}).get("uid", "")))
+    return any((p.get("status") or {}).get("phase", "Pending") == "Pending" for p in pods)
+
+
+#: While some of a job's pods are still Pending, a status write that would change nothing but
+#: the replica counters waits until this long after the job's previous status write, so pods
+#: starting one after another cost one write, not one each (a client-go operator gets the same
+#: from its slower queue). Conditions, start and completion times are written at once, and so
+#: are the counters once no pod is Pending: what a client reads after the last pod started is
+#: complete.
 STATUS_COALESCE_SECONDS = 1.0
 
 
@@ -622,7 +634,7 @@ class JobController(Generic[JobT]):
             # writes, and holding it back hid the outcome (a job whose clean-up keeps failing
             # never showed Failed) while every retry counted its metrics again.
             job = _after_own_patch(raw, patched)
-            wait = self._status_wait(key, job, result.status)
+            wait = self._status_wait(key, job, result.status, starting=_starting(observed))
             if wait > 0:
                 # Nothing is lost by waiting: the next pass derives the status again from the
                 # caches, and the timer makes sure there is one.
@@ -638,11 +650,12 @@ class JobController(Generic[JobT]):
                 return min(requeue_after or _FOREIGN_RECHECK_SECONDS, _FOREIGN_RECHECK_SECONDS)
         return requeue_after
 
-    def _status_wait(self, key: str, job: Obj, status: JobStatus) -> float:
-        """Seconds to hold back a status write that changes only the replica counters (see
-        STATUS_COALESCE_SECONDS); 0 to write now."""
+    def _status_wait(self, key: str, job: Obj, status: JobStatus, *, starting: bool) -> float:
+        """Seconds to hold back a status write that changes only the replica counters while
+        some of the job's pods are still starting (see STATUS_COALESCE_SECONDS); 0 to write
+        now."""
         last = self._status_written.get(key)
-        if last is None:
+        if last is None or not starting:
             return 0.0
         old = job.get("status") or {}
         new = status.to_dict()
