@@ -200,3 +200,36 @@ async def test_in_cluster_reads_the_rotating_token(
 def test_not_in_a_cluster() -> None:
     with pytest.raises(ConfigError, match="not in a cluster"):
         load_incluster_config({}, account_dir=Path("/nonexistent"))
+
+
+def test_a_json_kubeconfig_is_read_without_pyyaml(tmp_path: Path) -> None:
+    """kubectl reads JSON kubeconfigs too; ours parses them without importing PyYAML, as a pod's
+    in-cluster credentials do (about 4 MB of RSS an operator need not pay)."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "config.json"
+    path.write_text(
+        json.dumps(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": "https://10.0.0.2:6443"}}],
+                "users": [{"name": "c", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "c", "user": "c"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    probe = (
+        "import sys\n"
+        "from jobcontroller.runtime.kubeconfig import load_kubeconfig\n"
+        f"print(load_kubeconfig({str(path)!r}).host, 'yaml' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["https://10.0.0.2:6443", "False"]
+
+
+def test_a_kubeconfig_that_is_not_yaml_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "config"
+    path.write_text("clusters: [unclosed\n")
+    with pytest.raises(ConfigError, match=r"kubeconfig .*config"):
+        load_kubeconfig(str(path))

@@ -253,21 +253,35 @@ def _resolve(path: str, base: Path) -> Path:
     return expanded if expanded.is_absolute() else base / expanded
 
 
+def _load(text: str) -> Any:
+    """A kubeconfig's document. JSON (which kubectl reads too, being YAML) is parsed without
+    PyYAML, and PyYAML is imported only for a YAML file: a pod (in-cluster credentials) or a
+    JSON kubeconfig never loads it. YAML errors are raised as ValueError."""
+    if text.lstrip().startswith("{"):
+        return json.loads(text)
+    import yaml
+
+    try:
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(str(exc)) from exc
+
+
 def _merged(paths: list[Path]) -> tuple[Obj, dict[str, Path]]:
     """kubectl's merge of several kubeconfig files: the first to define a name wins. Returns
     the merged config and, per cluster and user name, the directory its paths are relative to."""
     merged: Obj = {"clusters": [], "users": [], "contexts": [], "current-context": ""}
     origin: dict[str, Path] = {}
     seen: dict[str, set[str]] = {"clusters": set(), "users": set(), "contexts": set()}
-    import yaml  # not needed in a pod (in-cluster credentials): imported on first use
-
     for path in paths:
         try:
-            doc = yaml.safe_load(path.read_text()) or {}
+            doc = _load(path.read_text())
         except FileNotFoundError:
             continue
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, ValueError) as exc:
             raise ConfigError(f"kubeconfig {path}: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise ConfigError(f"kubeconfig {path}: not a mapping")
         if not merged["current-context"]:
             merged["current-context"] = doc.get("current-context") or ""
         for section in ("clusters", "users", "contexts"):
