@@ -24,7 +24,7 @@ to the end) and peak RSS, requests by verb and resource (audit log), Events stor
 counts) and lost (the recorder's warnings). Each scenario writes ``bench/results/<name>.json``
 and ``<name>.png``; ``summary.md`` holds the table the README shows.
 
-    make bench                                   # everything (about 25 minutes on 2 cores)
+    make bench                                   # everything (about 20 minutes on 2 cores)
     uv run --group bench python bench/suite.py tfjobs-qps20 timers   # some scenarios
 """
 
