@@ -934,64 +934,34 @@ def summary() -> str:
         )
         rows.append(f"| {what} | {fmt(ours)} | {fmt(go)} | {ratio} | {fmt(bare)} |")
 
-    for scenario in ("tfjobs-qps20", "tfjobs-qps200", "tfjobs-qps200-w16"):
-        qps = 20 if scenario == "tfjobs-qps20" else 200
-        workers = 16 if scenario.endswith("-w16") else 4
-        r = load(scenario)
-        if r:
-            o, g, b = r.get("ours", {}), r.get("go", {}), r.get("bare", {})
-            row(
-                f"100 TFJobs, QPS {qps}, {workers} workers: all 400 pods (s)",
-                o.get("seconds_to_all_pods"),
-                g.get("seconds_to_all_pods"),
-                b.get("seconds_to_all_pods"),
-            )
-            row(
-                "  ... all 800 pods and services (s)",
-                o.get("seconds_to_all_objects"),
-                g.get("seconds_to_all_objects"),
-                b.get("seconds_to_all_objects"),
-            )
-            row("  ... that as a multiple of the bare client", _mult(o, b), _mult(g, b))
-            row(
-                "  ... all Succeeded (s)",
-                o.get("seconds_to_all_done"),
-                g.get("seconds_to_all_done"),
-            )
-            row("  ... CPU per job (ms)", _per_job_ms(o), _per_job_ms(g), _per_job_ms(b))
-            row("  ... peak RSS (MB)", o.get("peak_rss_mb"), g.get("peak_rss_mb"))
-            row(
-                "  ... API requests per job",
-                o.get("requests_per_job"),
-                g.get("requests_per_job"),
-                b.get("requests_per_job"),
-            )
-            row("  ... Events lost / jobs without their end Event", _lost(o), _lost(g))
-    r = load("mpijobs")
-    if r:
+    def burst(title: str, r: dict[str, Obj], *, pods: str, objects: str, tf: bool) -> None:
+        """The rows a burst scenario shares (TFJobs and MPIJobs), then its own."""
         o, g, b = r.get("ours", {}), r.get("go", {}), r.get("bare", {})
-        row(
-            "50 MPIJobs, QPS 20: all pods (s)",
-            o.get("seconds_to_all_pods"),
-            g.get("seconds_to_all_pods"),
-            b.get("seconds_to_all_pods"),
-        )
-        row(
-            "  ... all their objects (s)",
-            o.get("seconds_to_all_objects"),
-            g.get("seconds_to_all_objects"),
-            b.get("seconds_to_all_objects"),
-        )
+
+        def each(key: str) -> tuple[Any, Any, Any]:
+            return o.get(key), g.get(key), b.get(key)
+
+        row(f"{title}: {pods} (s)", *each("seconds_to_all_pods"))
+        row(f"  ... {objects} (s)", *each("seconds_to_all_objects"))
         row("  ... that as a multiple of the bare client", _mult(o, b), _mult(g, b))
         row("  ... all Succeeded (s)", o.get("seconds_to_all_done"), g.get("seconds_to_all_done"))
         row("  ... CPU per job (ms)", _per_job_ms(o), _per_job_ms(g), _per_job_ms(b))
-        row(
-            "  ... API requests per job",
-            o.get("requests_per_job"),
-            g.get("requests_per_job"),
-            b.get("requests_per_job"),
-        )
-        row("  ... of them Events", _event_requests(o), _event_requests(g))
+        if tf:
+            row("  ... peak RSS (MB)", o.get("peak_rss_mb"), g.get("peak_rss_mb"))
+        row("  ... API requests per job", *each("requests_per_job"))
+        if tf:
+            row("  ... Events lost / jobs without their end Event", _lost(o), _lost(g))
+        else:
+            row("  ... of them Events", _event_requests(o), _event_requests(g))
+
+    for scenario in ("tfjobs-qps20", "tfjobs-qps200", "tfjobs-qps200-w16"):
+        qps = 20 if scenario == "tfjobs-qps20" else 200
+        workers = 16 if scenario.endswith("-w16") else 4
+        if r := load(scenario):
+            title = f"100 TFJobs, QPS {qps}, {workers} workers"
+            burst(title, r, pods="all 400 pods", objects="all 800 pods and services", tf=True)
+    if r := load("mpijobs"):
+        burst("50 MPIJobs, QPS 20", r, pods="all pods", objects="all their objects", tf=False)
     r = load("idle")
     if r:
         o, g = r.get("ours", {}), r.get("go", {})
