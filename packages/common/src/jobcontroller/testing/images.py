@@ -412,7 +412,8 @@ def build(name: str, *, root: Path) -> Path:
     if out.exists():
         return out
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+    out.parent.mkdir(parents=True, exist_ok=True)  # the first image of a fresh cache (pause)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         if extra:
             top = Path(tmp) / "top.tar"
             _files_layer(extra, top)
