@@ -84,7 +84,8 @@ if [ ! -x "$out.partial/kwok" ]; then
 fi
 
 "$out.partial/kube-apiserver" --version >&2
-"$out.partial/etcd" --version | head -1 >&2
+# Not `| head -1`: head exits after one line, etcd dies of SIGPIPE and pipefail fails the build.
+etcd_version=$("$out.partial/etcd" --version); echo "${etcd_version%%$'\n'*}" >&2
 rm -rf "$out"; mv "$out.partial" "$out"
 log "control plane ready in $out ($(( $(date +%s) - start ))s)"
 echo "$out"
