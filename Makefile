@@ -13,7 +13,7 @@ REAL_NODE ?=
 # KUEUE=1 make cluster-up: Kueue (hack/build-kueue.sh) with the kubeflow.org integrations.
 KUEUE ?=
 
-.PHONY: help bootstrap control-plane kueue node images conformance demo-real lint format crds pod-schema test test-unit chaos cluster-up cluster-down demo bench clean bench-micro
+.PHONY: test-quick help bootstrap control-plane kueue node images conformance demo-real lint format crds pod-schema test test-unit chaos cluster-up cluster-down demo bench clean bench-micro
 
 help:
 	@echo "make demo     run the six operators against a local cluster with the seed and example jobs"
@@ -70,6 +70,10 @@ crds: bootstrap
 pod-schema: bootstrap control-plane
 	$(PY) python hack/gen-pod-schema.py
 	$(PY) python hack/gen-crds.py
+
+# The inner loop: lint, types and the pure tier, no cluster and nothing to build (under 2 min).
+test-quick: lint
+	$(PY) pytest -q -p no:randomly tests/unit $(PYTEST_ARGS)
 
 test-unit: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
