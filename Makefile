@@ -1,6 +1,7 @@
 # The two commands a newcomer runs: `make demo` and `make test`. Both do all of their own setup:
-# uv (into .venv-uv when missing), the project venv (uv sync), and the control-plane binaries
-# (built from source once, cached under ~/.cache/jobcontroller; see hack/build-control-plane.sh).
+# uv (into .venv-uv when missing), the project venv (uv sync), Go when missing or older (fetched
+# and checksum-verified by hack/ensure-go.sh), and the control-plane binaries (built from source
+# once, cached under ~/.cache/jobcontroller; see hack/build-control-plane.sh).
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
 UV := $(shell command -v uv 2>/dev/null || echo $(CURDIR)/.venv-uv/bin/uv)

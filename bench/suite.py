@@ -10,7 +10,8 @@ behind is in the next one's caches. Contenders:
   references removed) at the same QPS and burst: the floor any operator can reach;
 - ``go``: the Go training-operator v1.9.4 (and for MPIJob, mpi-operator v0.8.2), when their
   binaries are built (see ``hack/anchor_record.py`` for v1.9.4; mpi-operator: ``go build -o
-  ~/.cache/jobcontroller/anchors/mpi-operator-v0.8.2 ./cmd/mpi-operator`` in its v0.8 source).
+  ~/.cache/jobcontroller/anchors/mpi-operator-v0.8.2 ./cmd/mpi-operator`` in its v0.8 source;
+  without Go, ``export PATH=$(bash hack/ensure-go.sh | tail -n1):$PATH`` first).
   ``BENCH_GO=0`` skips them.
 
 Scenarios: ``tfjobs-qps20`` and ``tfjobs-qps200`` (100 TFJobs of 1 PS + 3 workers submitted at

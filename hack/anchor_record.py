@@ -34,8 +34,10 @@ address, and each kind's webhook is checked to reject an invalid job (a dry run)
 ``--no-webhooks`` skips that wiring (the rotator then only logs that the configuration is missing).
 
 Prerequisites (the mirror lacks the blob of the prebuilt hack/swagger/swagger, hence the
-exclude; cold build about 2 minutes on 2 cores)::
+exclude; cold build about 2 minutes on 2 cores; the first line puts a Go 1.26 first on PATH,
+fetched when missing)::
 
+    export PATH=$(bash hack/ensure-go.sh | tail -n1):$PATH
     git -C /work/.mirror/kubeflow+trainer/repo archive v1.9.4 \\
       -- . ':(exclude)hack/swagger/swagger' \\
       | tar -x -C ~/.cache/jobcontroller/anchor-src/training-operator-v1.9.4

@@ -2,7 +2,8 @@
 # Builds the local Kubernetes control plane from the Go module proxy (no release binaries
 # can be downloaded here): kube-apiserver, kube-controller-manager, kube-scheduler and
 # kubectl from k8s.io/kubernetes through a wrapper module, etcd from its server module, and
-# kwok. Idempotent: binaries are cached per version under $JOBCONTROLLER_CACHE (default
+# kwok, with the installed Go or, when it is missing or older, the one hack/ensure-go.sh fetches.
+# Idempotent: binaries are cached per version under $JOBCONTROLLER_CACHE (default
 # ~/.cache/jobcontroller) and skipped when present. Set JOBCONTROLLER_K8S_BIN to a directory
 # that already holds these binaries to skip building altogether.
 # Prints the binary directory on its last line.
@@ -27,7 +28,8 @@ export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 export GOPROXY=${GOPROXY:-https://proxy.golang.org}
 case "$GOPROXY" in *direct*) GOPROXY=${GOPROXY%%,direct*} ;; esac  # no git offline
 log() { printf '[build-control-plane %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-command -v go >/dev/null || { echo "go is required to build the control plane (Go 1.26)" >&2; exit 1; }
+# The go on PATH when new enough, else the pinned toolchain (fetched once; hack/ensure-go.sh).
+gobin=$(bash "$here/ensure-go.sh" | tail -n1); export PATH="$gobin:$PATH"
 mkdir -p "$out.partial"
 start=$(date +%s)
 

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Builds Kueue's manager (sigs.k8s.io/kueue/cmd/kueue) from the Go module proxy, the same way
 # as hack/build-control-plane.sh builds the control plane: `go install` with the installed
-# toolchain (GOTOOLCHAIN=local), niced, into $JOBCONTROLLER_CACHE/bin/kueue-<version>/ (default
-# ~/.cache/jobcontroller), built once and reused. Next to the binary it copies the module's
+# toolchain (GOTOOLCHAIN=local; hack/ensure-go.sh fetches one when it is missing or older),
+# niced, into $JOBCONTROLLER_CACHE/bin/kueue-<version>/ (default ~/.cache/jobcontroller),
+# built once and reused. Next to the binary it copies the module's
 # CRDs (config/components/crd/bases) and webhook manifests, which the test kit installs
 # (jobcontroller.testing.kueue). Set JOBCONTROLLER_KUEUE_BIN to a directory that already holds
 # them to skip building. Prints the directory on its last line.
 set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
 KUEUE_VERSION=${KUEUE_VERSION:-0.17.0}
 
 have_all() { [ -x "$1/kueue" ] && [ -d "$1/crd" ] && [ -f "$1/webhook.yaml" ]; }
@@ -24,7 +26,8 @@ export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 export GOPROXY=${GOPROXY:-https://proxy.golang.org}
 case "$GOPROXY" in *direct*) GOPROXY=${GOPROXY%%,direct*} ;; esac  # no git offline
 log() { printf '[build-kueue %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-command -v go >/dev/null || { echo "go is required to build Kueue" >&2; exit 1; }
+# The go on PATH when new enough, else the pinned toolchain (fetched once; hack/ensure-go.sh).
+gobin=$(bash "$here/ensure-go.sh" | tail -n1); export PATH="$gobin:$PATH"
 mkdir -p "$out.partial"
 start=$(date +%s)
 

@@ -37,6 +37,8 @@ if have; then echo "$out"; exit 0; fi
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 export GOPROXY=${GOPROXY:-https://proxy.golang.org}
 case "$GOPROXY" in *direct*) GOPROXY=${GOPROXY%%,direct*} ;; esac
+# The go on PATH when new enough, else the pinned toolchain (fetched once; hack/ensure-go.sh).
+gobin=$(bash "$here/ensure-go.sh" | tail -n1); export PATH="$gobin:$PATH"
 mkdir -p "$out.partial"
 start=$(date +%s)
 
