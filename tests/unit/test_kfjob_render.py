@@ -4,6 +4,7 @@ and a job admission would refuse is refused with the operator's message and exit
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from kfjob.cli import main
 from kfjob.render import REDACTED, RenderError, render_job, render_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,17 +28,39 @@ FILES = [
 
 
 def kfjob(*args: str, stdin: str | None = None, tmp: Path) -> subprocess.CompletedProcess[str]:
-    """The installed CLI with no kubeconfig anywhere (a missing $KUBECONFIG, an empty HOME)."""
+    """The CLI's ``main`` in this process (the installed script costs a Python start-up and the
+    whole import per call; ``test_the_installed_console_script_renders`` runs it once), with no
+    kubeconfig anywhere: a missing $KUBECONFIG, an empty HOME."""
+    env = {"KUBECONFIG": str(tmp / "missing-kubeconfig"), "HOME": str(tmp), "NO_COLOR": "1"}
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as mp:
+        for key, value in env.items():
+            mp.setenv(key, value)
+        mp.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        mp.setattr(sys, "stdin", io.StringIO(stdin or ""))
+        mp.setattr(sys, "stdout", out)
+        mp.setattr(sys, "stderr", err)
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code if isinstance(exc.code, int) else 1
+    return subprocess.CompletedProcess(["kfjob", *args], code, out.getvalue(), err.getvalue())
+
+
+def test_the_installed_console_script_renders(tmp_path: Path) -> None:
     env = {
         **os.environ,
-        "KUBECONFIG": str(tmp / "missing-kubeconfig"),
-        "HOME": str(tmp),
+        "KUBECONFIG": str(tmp_path / "missing-kubeconfig"),
+        "HOME": str(tmp_path),
         "NO_COLOR": "1",
     }
     env.pop("KUBERNETES_SERVICE_HOST", None)
-    return subprocess.run(
-        [str(KFJOB), *args], input=stdin, capture_output=True, text=True, env=env, timeout=60
+    seed = str(ROOT / "tests/data/seeds/distributed-tensorflow-job.yaml")
+    script = subprocess.run(
+        [str(KFJOB), "render", seed], capture_output=True, text=True, env=env, timeout=60
     )
+    assert script.returncode == 0, script.stderr
+    assert script.stdout == kfjob("render", seed, tmp=tmp_path).stdout
 
 
 def expected_names(doc: dict[str, Any]) -> set[tuple[str, str]]:
