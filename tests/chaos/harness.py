@@ -33,6 +33,7 @@ import yaml
 
 from jobcontroller.runtime.informer import Informer
 from jobcontroller.runtime.kube import PODS, SERVICES, KubeApi, Resource
+from jobcontroller.testing import yamlfast
 from jobcontroller.testing.controlplane import ControlPlane
 from jobcontroller.testing.pods import simulate
 from jobcontroller.testing.processes import OperatorProcess
@@ -616,7 +617,7 @@ def install_crds_sync(ext: Any) -> None:
     crd_dir = Path(__file__).resolve().parents[2] / "manifests" / "base" / "crds"
     names = []
     for path in sorted(crd_dir.glob("*.yaml")):
-        crd = yaml.safe_load(path.read_text())
+        crd = yamlfast.load(path.read_text())
         names.append(crd["metadata"]["name"])
         try:
             ext.create_custom_resource_definition(crd)

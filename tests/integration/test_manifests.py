@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from jobcontroller.testing import yamlfast
 from jobcontroller.testing.binaries import find_binaries
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,7 +81,7 @@ class Kubectl:
 
     def render(self, directory: Path) -> list[Obj]:
         out = self("kustomize", str(directory)).stdout
-        return [d for d in yaml.safe_load_all(out) if d]
+        return yamlfast.load_all(out)
 
 
 @pytest.fixture(scope="module")

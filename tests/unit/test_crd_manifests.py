@@ -8,7 +8,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-import yaml
+
+from jobcontroller.testing import yamlfast
 
 ROOT = Path(__file__).parents[2]
 
@@ -46,7 +47,7 @@ def test_manifests_are_the_six_kubeflow_crds() -> None:
         "kubeflow.org_xgboostjobs.yaml",
     ]
     for path in RENDERED:
-        docs = list(yaml.safe_load_all(path.read_text()))
+        docs = yamlfast.load_all(path.read_text())
         assert [d["kind"] for d in docs] == ["CustomResourceDefinition"]
 
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from jax_operator.controller import JAXJobController
 from jobcontroller import JobController
 from jobcontroller.manifests import cluster_role_rules, deployment, rbac
+from jobcontroller.testing import yamlfast
 from mpi_operator.controller import MPIJobController
 from paddle_operator.controller import PaddleJobController
 from pytorch_operator.controller import PyTorchJobController
@@ -38,7 +38,7 @@ OPERATORS: dict[str, type[JobController[Any]]] = {
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return yamlfast.load_all(path.read_text())
 
 
 @pytest.mark.parametrize("name", OPERATORS)
@@ -126,7 +126,7 @@ def _run(*argv: str) -> list[dict[str, Any]]:
     out = subprocess.run(
         [sys.executable, "-m", *argv], check=True, capture_output=True, text=True
     ).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
+    return yamlfast.load_all(out)
 
 
 def test_crd_subcommand_prints_the_kind_served() -> None:

@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from jobcontroller.operator import add_job_flags
 from jobcontroller.runtime.flags import Settings, parse_settings
+from jobcontroller.testing import yamlfast
 from jobcontroller.testing.binaries import find_binaries
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ def overlay(request: pytest.FixtureRequest) -> tuple[str, list[Obj]]:
         text=True,
         timeout=60,
     )
-    return name, [d for d in yaml.safe_load_all(out.stdout) if d]
+    return name, yamlfast.load_all(out.stdout)
 
 
 def _of_kind(objects: list[Obj], kind: str) -> list[Obj]:

@@ -24,6 +24,7 @@ import time
 import urllib.error
 from pathlib import Path
 
+from jobcontroller.testing import yamlfast
 from jobcontroller.testing.binaries import find_binaries
 from jobcontroller.testing.controlplane import START_TIMEOUT, ControlPlane
 from jobcontroller.testing.kueue import Kueue
@@ -47,12 +48,11 @@ def _project_crds() -> list[Path]:
 
 
 def _start_kueue(cp: ControlPlane) -> Kueue:
-    import yaml
 
     path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
     for crd_file in _project_crds():
         with contextlib.suppress(urllib.error.HTTPError):  # 409: installed already
-            cp.request("POST", path, yaml.safe_load(crd_file.read_text()))
+            cp.request("POST", path, yamlfast.load(crd_file.read_text()))
     kq = Kueue(cp)
     kq.start()
     return kq

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from jobcontroller.runtime.kube import SERVICE_ACCOUNTS, KubeApi
+from jobcontroller.testing import yamlfast
 from jobcontroller.testing.controlplane import free_port
 
 __all__ = ["LocalCommand", "deployment_command", "render_kustomize", "token_kubeconfig"]
@@ -28,7 +29,7 @@ def render_kustomize(kubectl: str, directory: Path) -> list[dict[str, Any]]:
     out = subprocess.run(
         [kubectl, "kustomize", str(directory)], capture_output=True, text=True, check=True
     )
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
+    return yamlfast.load_all(out.stdout)
 
 
 @dataclass(frozen=True)

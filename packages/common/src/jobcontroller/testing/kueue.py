@@ -38,6 +38,7 @@ from typing import Any
 
 import yaml
 
+from jobcontroller.testing import yamlfast
 from jobcontroller.testing.certs import CertificateAuthority
 from jobcontroller.testing.controlplane import (
     START_TIMEOUT,
@@ -334,7 +335,7 @@ class Kueue:
         assert self.directory is not None
         names = []
         for path in sorted((self.directory / "crd").glob("*.yaml")):
-            crd = yaml.safe_load(path.read_text())
+            crd = yamlfast.load(path.read_text())
             # The module's kustomization adds conversion webhooks; only v1beta2 is used here,
             # so the API server needs none (strategy None).
             crd["spec"].pop("conversion", None)

@@ -16,13 +16,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from jobcontroller.controller import JobController
 from jobcontroller.runtime.events import EventRecorder
 from jobcontroller.runtime.kube import CRDS, ApiError, KubeApi
 from jobcontroller.runtime.manager import Manager
 from jobcontroller.runtime.metrics import Metrics
+from jobcontroller.testing import yamlfast
 from jobcontroller.testing.waiting import wait_for
 
 __all__ = ["RunningController", "install_crds", "running"]
@@ -100,7 +99,7 @@ async def running(
 def load_manifests(paths: Iterable[Path]) -> list[dict[str, Any]]:
     docs: list[dict[str, Any]] = []
     for path in paths:
-        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+        docs += yamlfast.load_all(path.read_text())
     return docs
 
 
