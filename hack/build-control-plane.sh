@@ -23,6 +23,13 @@ fi
 cache=${JOBCONTROLLER_CACHE:-$HOME/.cache/jobcontroller}
 out="$cache/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION"
 if have_all "$out"; then echo "$out"; exit 0; fi
+# One build at a time: a second caller (the test kit waiting for a build started in the
+# background) blocks here, then finds the finished build.
+mkdir -p "$cache/bin"
+if command -v flock >/dev/null; then
+  exec 9>"$cache/bin/.control-plane.lock"; flock 9
+  if have_all "$out"; then echo "$out"; exit 0; fi
+fi
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 export GOPROXY=${GOPROXY:-https://proxy.golang.org}

@@ -33,6 +33,13 @@ cache=${JOBCONTROLLER_CACHE:-$HOME/.cache/jobcontroller}
 out="$cache/bin/node-k8s-$K8S_VERSION-coredns-$COREDNS_VERSION"
 have() { [ -x "$out/kubelet" ] && [ -x "$out/kube-proxy" ] && [ -x "$out/coredns" ] && [ -x "$out/pause" ]; }
 if have; then echo "$out"; exit 0; fi
+# One build at a time: a second caller (the test kit waiting for a build started in the
+# background) blocks here, then finds the finished build.
+mkdir -p "$cache/bin"
+if command -v flock >/dev/null; then
+  exec 9>"$cache/bin/.node.lock"; flock 9
+  if have; then echo "$out"; exit 0; fi
+fi
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 export GOPROXY=${GOPROXY:-https://proxy.golang.org}

@@ -95,12 +95,31 @@ def find_kueue() -> Path:
         key=lambda d: d.stat().st_mtime,
         reverse=True,
     )
-    if not candidates:
-        raise KueueNotFound(
-            f"no Kueue build in {cache / 'bin'}: run hack/build-kueue.sh (or `make kueue`), "
-            f"or set {ENV_VAR}"
-        )
-    return candidates[0]
+    if candidates:
+        return candidates[0]
+    built = _build_from_checkout()
+    if built is not None:
+        return built
+    raise KueueNotFound(
+        f"no Kueue build in {cache / 'bin'}: run hack/build-kueue.sh (or `make kueue`), "
+        f"or set {ENV_VAR}"
+    )
+
+
+def _build_from_checkout() -> Path | None:
+    """In a checkout of this project, ``hack/build-kueue.sh``'s build, made now or, when ``make
+    test`` started it in the background, waited for (the script holds a lock while it builds).
+    None outside a checkout."""
+    script = Path(__file__).resolve().parents[5] / "hack" / "build-kueue.sh"
+    if not script.is_file():
+        return None
+    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise KueueNotFound(f"{script} failed:\n{done.stderr[-4000:]}")
+    path = Path(done.stdout.strip().splitlines()[-1])
+    if not _complete(path):
+        raise KueueNotFound(f"{script} printed {path}, which lacks kueue, crd/ or webhook.yaml")
+    return path
 
 
 def version_of(directory: Path) -> str:
