@@ -55,6 +55,10 @@ def test_check_mode_fails_on_drift_and_write_mode_repairs_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(GEN, "CRD_DIR", tmp_path)
+    # What rendered() gives is checked above; here main()'s check and write modes, on the same
+    # texts re-rooted in tmp_path (rendering again costs seconds per call).
+    moved = {tmp_path / path.name: text for path, text in RENDERED.items()}
+    monkeypatch.setattr(GEN, "rendered", lambda: moved)
     assert GEN.main(["--check"]) == 1
     assert "out of date" in capsys.readouterr().out
     assert GEN.main([]) == 0
