@@ -278,3 +278,15 @@ def test_max_writes_per_reconcile_does_not_cut_a_big_job_short() -> None:
     doc["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 150
     [big] = render_text(yaml.safe_dump(doc))
     assert len(big.pods) == 150 and big.passes >= 3  # 100 writes a pass: pods and services
+
+
+@pytest.mark.parametrize("command", [["list"], ["get", "some-job"], ["submit", "-"]])
+def test_commands_that_need_a_cluster_say_so_without_a_kubeconfig(
+    command: list[str], tmp_path: Path
+) -> None:
+    # A new user's first try: no ~/.kube/config, no $KUBECONFIG, not in a pod.
+    result = kfjob(*command, stdin="", tmp=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert "no cluster to talk to" in result.stderr
+    assert "--kubeconfig" in result.stderr

@@ -26,7 +26,15 @@ from rich.table import Table
 from rich.text import Text
 
 from jobcontroller.api import JobModel, format_time
-from kfjob.client import ApiFailure, JobClient, JobFailedError, Progress, job_state, parse_time
+from kfjob.client import (
+    ApiFailure,
+    JobClient,
+    JobFailedError,
+    NoCluster,
+    Progress,
+    job_state,
+    parse_time,
+)
 from kfjob.kinds import KINDS, UnknownKind, kind_for
 from kfjob.render import (
     Rendered,
@@ -582,7 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RenderError as exc:
         err.print(f"error: {exc}", markup=False)
         return EXIT_FAILED
-    except (_Usage, UnknownKind) as exc:
+    except (_Usage, UnknownKind, NoCluster) as exc:
         err.print(f"error: {exc}", markup=False)
         return EXIT_USAGE
     except ApiFailure as exc:

@@ -33,6 +33,7 @@ __all__ = [
     "ApiFailure",
     "JobClient",
     "JobFailedError",
+    "NoCluster",
     "Progress",
     "job_state",
 ]
@@ -54,6 +55,10 @@ class ApiFailure(RuntimeError):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+class NoCluster(RuntimeError):
+    """No kubeconfig to read, and not inside a pod: there is no cluster to talk to."""
 
 
 class JobFailedError(RuntimeError):
@@ -149,7 +154,14 @@ class JobClient:
                     self.namespace = _SA_NAMESPACE.read_text().strip() or "default"
                 self._init_apis(api)
                 return
-            api = k8s_config.new_client_from_config(config_file=path, context=context)
+            try:
+                api = k8s_config.new_client_from_config(config_file=path, context=context)
+            except k8s_config.ConfigException as exc:
+                where = path or "~/.kube/config"
+                raise NoCluster(
+                    f"no cluster to talk to: {where}: {exc} (give --kubeconfig or set "
+                    f"KUBECONFIG; `kfjob render` needs no cluster)"
+                ) from exc
             if namespace is None:
                 self.namespace = _context_namespace(path, context) or "default"
         self._init_apis(api)
