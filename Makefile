@@ -85,9 +85,13 @@ test-unit: bootstrap control-plane
 kueue-background:
 	@mkdir -p .build-logs; nohup nice bash hack/build-kueue.sh >.build-logs/kueue.log 2>&1 &
 
+# Test files run in parallel, each whole on one of TEST_WORKERS pytest-xdist workers with a local
+# cluster of its own: the suite mostly waits on API servers and simulated pods, so 3 workers fit
+# 2 cores (measured: 28 min with 1, 12 min with 3). TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 3
 test: bootstrap control-plane kueue-background lint
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
-	  $(PY) pytest --timeout=600 $(PYTEST_ARGS)
+	  $(PY) pytest --timeout=600 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # The chaos suite alone (make test runs it too): operators killed, the API server restarted and
 # compacted, leaders failed over, faults injected, specs fuzzed; it prints its figures.
