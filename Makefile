@@ -72,9 +72,10 @@ pod-schema: bootstrap control-plane
 	$(PY) python hack/gen-pod-schema.py
 	$(PY) python hack/gen-crds.py
 
-# The inner loop: lint, types and the pure tier, no cluster and nothing to build (under 2 min).
-test-quick: lint
-	$(PY) pytest -q -p no:randomly tests/unit $(PYTEST_ARGS)
+# The inner loop: lint, types and the pure tier (no cluster; kubectl renders the overlays).
+test-quick: bootstrap control-plane lint
+	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
+	  $(PY) pytest -q -n $(TEST_WORKERS) tests/unit $(PYTEST_ARGS)
 
 test-unit: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
