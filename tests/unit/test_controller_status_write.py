@@ -23,7 +23,7 @@ from controller_fakes import (
     worker_pod,
 )
 
-from jobcontroller.controller import STATUS_COALESCE_SECONDS
+from jobcontroller.controller.base import STATUS_COALESCE_SECONDS
 from jobcontroller.runtime.kube import ApiError
 from jobcontroller.runtime.metrics import Metrics
 
@@ -147,7 +147,7 @@ async def test_counter_only_changes_right_after_a_write_wait_and_are_written_by_
     """Pods of a job turning Running one after another cost one status write, not one each;
     the wait is bounded and the pass that ends it writes the counters then."""
     clock = [1000.0]
-    monkeypatch.setattr("jobcontroller.controller.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("jobcontroller.controller.base.time.monotonic", lambda: clock[0])
     job = tf_job(status=RUNNING_STATUS)
     api = FakeApi(job)
     pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Pending")]
@@ -167,7 +167,7 @@ async def test_a_condition_change_is_written_at_once_however_recent_the_last_wri
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     clock = [1000.0]
-    monkeypatch.setattr("jobcontroller.controller.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("jobcontroller.controller.base.time.monotonic", lambda: clock[0])
     job = tf_job(status=RUNNING_STATUS)
     api = FakeApi(job)
     pods = [worker_pod(0, phase="Succeeded", exit_code=0), worker_pod(1, phase="Succeeded")]
@@ -192,7 +192,7 @@ async def test_counters_are_written_at_once_when_no_pod_is_still_starting(
     """What a client reads once the last pod runs is complete (an SDK user waiting for Running
     and then reading `active`)."""
     clock = [1000.0]
-    monkeypatch.setattr("jobcontroller.controller.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("jobcontroller.controller.base.time.monotonic", lambda: clock[0])
     status = {**RUNNING_STATUS, "replicaStatuses": {"Worker": {"active": 1}}}
     job = tf_job(status=status)
     api = FakeApi(job)

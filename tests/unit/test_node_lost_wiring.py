@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jobcontroller.controller import NODE_NAME_INDEX, _pod_node_name
+from jobcontroller.controller.base import NODE_NAME_INDEX, _pod_node_name
 from jobcontroller.core.nodes import node_state
 from jobcontroller.core.types import PlanConfig
 from jobcontroller.manifests import cluster_role_rules

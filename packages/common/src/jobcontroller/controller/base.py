@@ -79,8 +79,8 @@ from jobcontroller.runtime.workqueue import WorkQueue
 
 __all__ = ["LABEL_JOB_NAME", "JobController", "pod_group_resource"]
 
-log = structlog.get_logger(__name__)
-_DEBUG = logging.getLogger(__name__)
+log = structlog.get_logger("jobcontroller.controller")
+_DEBUG = logging.getLogger("jobcontroller.controller")
 
 #: Read for gang scheduling: a PodGroup's minResources counts replica types by priority.
 PRIORITY_CLASSES = Resource(
