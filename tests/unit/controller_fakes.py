@@ -154,7 +154,7 @@ def tf_controller(
     controller = TFJobController()
     manager = Manager(cast(KubeApi, api), component="test", metrics=metrics)
     controller.setup(manager, WorkQueue(name="test"))
-    informers = controller._informers  # the caches a reconcile reads; filled by hand here
+    informers = controller.watch.informers  # the caches a reconcile reads; filled by hand here
     for obj in cached:
         informers["job" if obj["kind"] == "TFJob" else obj["kind"]].store.upsert(copy.deepcopy(obj))
     return controller
@@ -167,7 +167,7 @@ def true_conditions(job: Obj) -> set[str]:
 def catch_up(controller: TFJobController, api: FakeApi) -> None:
     """What the informers would do next: show every object that wears the job-name label (and
     the job), and settle the expectations their events would settle."""
-    informers = controller._informers
+    informers = controller.watch.informers
     for (kind, _), obj in api.objects.items():
         if kind == "TFJob":
             informers["job"].store.upsert(copy.deepcopy(obj))

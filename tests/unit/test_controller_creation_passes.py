@@ -29,7 +29,9 @@ async def test_a_refused_template_costs_one_call_per_pass_not_one_per_pod() -> N
     with pytest.raises(ApiError):  # the refusal is the reconcile's error: retried with backoff
         await controller.reconcile(KEY)
     assert [name for name in api.created if name.startswith("refused:")] == ["refused:tf-worker-0"]
-    failure = controller._create_failures[KEY]
+    state = controller.states.get(KEY)
+    assert state is not None and state.create_failure is not None
+    failure = state.create_failure
     assert (failure.code, failure.count, failure.permanent) == (422, 1, True)
 
 
@@ -56,7 +58,7 @@ async def test_suspending_a_job_stops_its_pass_at_once() -> None:
     controller = tf_controller(api, cached=[job])
 
     def suspend() -> None:
-        store = controller._informers["job"].store
+        store = controller.watch.job_store
         current = copy.deepcopy(store.get("ns", "tf"))
         current["spec"].setdefault("runPolicy", {})["suspend"] = True
         store.upsert(current)

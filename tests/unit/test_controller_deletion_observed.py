@@ -27,7 +27,7 @@ async def test_terminating_pod_settles_the_deletion_once() -> None:
     api = FakeApi(job)
     controller = tf_controller(api, cached=[job])
     informer = CapturingInformer()
-    controller._watch_owned("Pod", informer)  # type: ignore[arg-type]  # only add_handlers is used
+    controller.watch.settle_on_events("Pod", informer)  # type: ignore[arg-type]  # only add_handlers is used
     pod = worker_pod(0, phase="Running")
     pod["metadata"]["uid"] = "pod-uid-0"
 

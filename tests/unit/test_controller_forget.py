@@ -27,8 +27,8 @@ class _JobDeletedDuringGet(FakeApi):
     async def get(self, resource: Resource, name: str, **kwargs: Any) -> dict[str, Any]:
         if self.controller is not None and ("TFJob", "tf") in self.objects:
             job = self.objects.pop(("TFJob", "tf"))
-            self.controller._informers["job"].store.remove(job)
-            self.controller._job_deleted(job)
+            self.controller.watch.job_store.remove(job)
+            self.controller.watch.job_deleted(job)
         return await super().get(resource, name, **kwargs)
 
 
@@ -39,7 +39,7 @@ async def test_a_job_deleted_while_its_conflict_is_looked_up_leaves_nothing_behi
     api.controller = controller
     await controller.reconcile(KEY)  # runs into the foreign pod; the job goes meanwhile
     assert await controller.reconcile(KEY) is None  # queued again: the job is gone
-    assert KEY not in controller._foreign
+    assert KEY not in controller.states
     assert len(controller.expectations) == 0
 
 
@@ -49,10 +49,11 @@ async def test_a_job_deleted_while_its_conflicts_are_rechecked_is_left_alone() -
     controller = tf_controller(api, cached=[job])
     await controller.reconcile(KEY)  # runs into the foreign pod and remembers it
     catch_up(controller, api)
-    assert KEY in controller._foreign
+    state = controller.states.get(KEY)
+    assert state is not None and state.foreign
     del api.objects[("Pod", "tf-worker-0")]  # gone by the next look
     api.controller = controller  # and the job is deleted during that look
     created = len(api.created)
     assert await controller.reconcile(KEY) is None
-    assert KEY not in controller._foreign
+    assert KEY not in controller.states
     assert len(api.created) == created  # nothing planned for a job that is gone

@@ -23,7 +23,7 @@ from controller_fakes import (
     worker_pod,
 )
 
-from jobcontroller.controller.base import STATUS_COALESCE_SECONDS
+from jobcontroller.controller.status import STATUS_COALESCE_SECONDS
 from jobcontroller.runtime.kube import ApiError
 from jobcontroller.runtime.metrics import Metrics
 
@@ -147,12 +147,12 @@ async def test_counter_only_changes_right_after_a_write_wait_and_are_written_by_
     """Pods of a job turning Running one after another cost one status write, not one each;
     the wait is bounded and the pass that ends it writes the counters then."""
     clock = [1000.0]
-    monkeypatch.setattr("jobcontroller.controller.base.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
     job = tf_job(status=RUNNING_STATUS)
     api = FakeApi(job)
     pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Pending")]
     controller = tf_controller(api, cached=[job, *pods])
-    controller._status_written[KEY] = clock[0]  # the job's status was just written
+    controller.states.of(KEY).status_written = clock[0]  # the job's status was just written
     after = await controller.reconcile(KEY)
     assert api.status_writes == 0  # active 2 -> 1 only: held back...
     assert after is not None and 0 < after <= STATUS_COALESCE_SECONDS  # ...with a timer
@@ -167,12 +167,12 @@ async def test_a_condition_change_is_written_at_once_however_recent_the_last_wri
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     clock = [1000.0]
-    monkeypatch.setattr("jobcontroller.controller.base.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
     job = tf_job(status=RUNNING_STATUS)
     api = FakeApi(job)
     pods = [worker_pod(0, phase="Succeeded", exit_code=0), worker_pod(1, phase="Succeeded")]
     controller = tf_controller(api, cached=[job, *pods])
-    controller._status_written[KEY] = clock[0]
+    controller.states.of(KEY).status_written = clock[0]
     await controller.reconcile(KEY)
     assert api.status_writes == 1
     assert "Succeeded" in true_conditions(api.job)
@@ -192,13 +192,13 @@ async def test_counters_are_written_at_once_when_no_pod_is_still_starting(
     """What a client reads once the last pod runs is complete (an SDK user waiting for Running
     and then reading `active`)."""
     clock = [1000.0]
-    monkeypatch.setattr("jobcontroller.controller.base.time.monotonic", lambda: clock[0])
+    monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
     status = {**RUNNING_STATUS, "replicaStatuses": {"Worker": {"active": 1}}}
     job = tf_job(status=status)
     api = FakeApi(job)
     pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Running")]
     controller = tf_controller(api, cached=[job, *pods])
-    controller._status_written[KEY] = clock[0]
+    controller.states.of(KEY).status_written = clock[0]
     await controller.reconcile(KEY)
     assert api.status_writes == 1
     assert api.job["status"]["replicaStatuses"]["Worker"]["active"] == 2

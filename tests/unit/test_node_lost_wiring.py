@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from jobcontroller.controller.base import NODE_NAME_INDEX, _pod_node_name
+from jobcontroller.controller.nodes import NODE_NAME_INDEX, pod_node_name
 from jobcontroller.core.nodes import node_state
 from jobcontroller.core.types import PlanConfig
 from jobcontroller.manifests import cluster_role_rules
@@ -111,7 +111,7 @@ def test_rbac_reads_nodes_unless_node_lost_is_off() -> None:
 
 def test_pods_are_indexed_by_node_name() -> None:
     store = Store()
-    store.add_index(NODE_NAME_INDEX, _pod_node_name)
+    store.add_index(NODE_NAME_INDEX, pod_node_name)
     on = {"metadata": {"name": "a", "namespace": "ns"}, "spec": {"nodeName": "n1"}}
     pending = {"metadata": {"name": "b", "namespace": "ns"}, "spec": {}}
     store.upsert(on)

@@ -8,6 +8,8 @@ Framework packages import only from here, :mod:`jobcontroller.api` and
 """
 
 from jobcontroller.controller import LABEL_JOB_NAME, JobController
+from jobcontroller.controller.hooks import Setup
+from jobcontroller.controller.watch import Caches
 from jobcontroller.core import (
     GANG_GENERATION_ANNOTATION,
     GANG_RESTART_ANNOTATION,
@@ -128,6 +130,7 @@ __all__ = [
     "SERVICE",
     "SERVICES",
     "Action",
+    "Caches",
     "CreateFailure",
     "CreateObject",
     "DeleteJob",
@@ -147,6 +150,7 @@ __all__ = [
     "ReplicaPods",
     "Resource",
     "Settings",
+    "Setup",
     "add_job_flags",
     "all_workers",
     "count_replica_status",

@@ -39,6 +39,7 @@ from jobcontroller import (
     PatchObject,
     PlanConfig,
     ReplicaPods,
+    Setup,
     is_finished,
     is_terminating,
     new_reason,
@@ -115,19 +116,16 @@ class MPIJobController(JobController[MPIJob]):
     patched_children = frozenset({SERVICE})  # the job-wide Service's selector
     mpi_metrics: MPIOperatorMetrics | None = None
 
-    def setup(self, manager: Any, queue: Any) -> None:
-        super().setup(manager, queue)
-        metrics = manager.metrics
+    def on_setup(self, setup: Setup) -> None:
+        metrics = setup.metrics
         if metrics is None:
             return
-        elector = manager.elector
-        jobs, launchers = self._informers["job"].store, self._informers[JOB].store
+        caches = setup.caches
         self.mpi_metrics = MPIOperatorMetrics(
             metrics.registry,
-            jobs=jobs.list,
-            launcher_exists=lambda ns, name: launchers.get(ns, name) is not None,
-            # Without leader election the one replica leads, as mpi-operator sets it.
-            is_leader=(lambda: True) if elector is None else elector.holds_lease,
+            jobs=caches.jobs,
+            launcher_exists=lambda ns, name: caches.get(JOB, ns, name) is not None,
+            is_leader=setup.is_leader,
         )
         metrics.on_scrape(self.mpi_metrics.families)
 

@@ -539,14 +539,22 @@ def _sync_pod_group(ctx: PlanContext) -> bool:
     if existing is None:
         if ctx.claimable(POD_GROUP, job.name):
             body = desired_pod_group(
-                job, config=ctx.config, existing=None, flavor=gang_flavor(ctx.fw, job)
+                job,
+                config=ctx.config,
+                existing=None,
+                flavor=gang_flavor(ctx.fw, job),
+                priority_classes=ctx.observed.priority_classes,
             )
             ctx.actions.append(CreateObject(kind=POD_GROUP, body=body))
         elif ctx.conflicts and ctx.conflicts[-1] == (POD_GROUP, job.name):
             return False
     elif not is_terminating(existing):
         desired = desired_pod_group(
-            job, config=ctx.config, existing=existing, flavor=gang_flavor(ctx.fw, job)
+            job,
+            config=ctx.config,
+            existing=existing,
+            flavor=gang_flavor(ctx.fw, job),
+            priority_classes=ctx.observed.priority_classes,
         )
         patch = pod_group_patch(desired=desired, existing=existing)
         if patch is not None:

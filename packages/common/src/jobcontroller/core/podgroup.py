@@ -103,8 +103,11 @@ def desired_pod_group(
     config: PlanConfig,
     existing: Obj | None,
     flavor: GangFlavor | None = None,
+    priority_classes: Mapping[str, int] | None = None,
 ) -> Obj:
-    """The complete PodGroup the job should have (spec only is compared later)."""
+    """The complete PodGroup the job should have (spec only is compared later).
+    ``priority_classes`` (name -> value, as the cluster has them) order the replica types
+    counted into minResources."""
     flavor = flavor or GangFlavor()
     policy = job.run_policy.scheduling_policy
     members = min_member(job)
@@ -112,7 +115,7 @@ def desired_pod_group(
     if policy is not None and policy.min_resources is not None:
         resources = dict(policy.min_resources)
     else:
-        resources = min_resources(job, members=members, priority_classes=config.priority_classes)
+        resources = min_resources(job, members=members, priority_classes=priority_classes or {})
     spec: dict[str, Any] = {"minMember": members}
     if is_volcano(config):
         api_version = VOLCANO_API_VERSION

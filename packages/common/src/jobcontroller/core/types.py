@@ -102,8 +102,6 @@ class PlanConfig:
     """The selected PodGroup CRD is installed; gang scheduling is used only then."""
     cluster_domain: str = ""
     """Appended after ``svc`` in host names when set (env CUSTOM_CLUSTER_DOMAIN)."""
-    priority_classes: Mapping[str, int] = field(default_factory=dict)
-    """PriorityClass name -> value, to order replica types when computing minResources."""
     max_writes_per_reconcile: int = 100
     """Creations and deletions one reconcile may plan. The rest waits for the next pass (the
     job goes to the back of the queue), so one job of 10,000 replicas neither starves the other
@@ -175,6 +173,9 @@ class Observed:
     node: Callable[[str], NodeState | None] | None = None
     """``node(name)``: the state of a node, None when no such node exists. The attribute is
     None when nodes are not watched (NodeLost is off) or their cache has not synced yet."""
+    priority_classes: Mapping[str, int] = field(default_factory=dict)
+    """PriorityClass name -> value, as the cluster has them, to order replica types when
+    computing a PodGroup's minResources (read only when gang scheduling is on)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,70 @@
+"""Per-job state: the little a controller remembers about a job between its reconciles.
+
+Reconciles are level-triggered: each one reads the job and what it owns from the caches again.
+What the caches cannot show is kept here, one :class:`JobState` per job key: objects in the
+job's way that lack the job-name label (no cache holds them), the run of identical creation
+failures the planner acts on, and when the job's status was last written (to coalesce
+counter-only writes). :meth:`JobStates.forget` drops all of it, and the job's expectations,
+in one place: an operator runs for months and sees millions of jobs come and go.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from jobcontroller.core.types import CreateFailure, Obj
+from jobcontroller.runtime.expectations import Expectations
+
+__all__ = ["JobState", "JobStates"]
+
+
+@dataclass(slots=True)
+class JobState:
+    """What is remembered about one job."""
+
+    foreign: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    """Objects outside the caches that a creation ran into, by (kind, name): their metadata,
+    for the planner to report the conflict (see controller/adoption.py)."""
+    create_failure: CreateFailure | None = None
+    """The latest run of identical creation failures, until a creation succeeds."""
+    status_written: float | None = None
+    """When this process last wrote the job's status (monotonic seconds)."""
+
+
+class JobStates:
+    """The :class:`JobState` of each job that has one, and the job's expectations, which are
+    kept per job and kind (``<namespace>/<name>/<Kind>``)."""
+
+    def __init__(self, *, expectations: Expectations, kinds: Iterable[str]) -> None:
+        self.expectations = expectations
+        self.kinds = tuple(kinds)
+        """The kinds a job's expectations are kept for (what the controller creates)."""
+        self._states: dict[str, JobState] = {}
+
+    def get(self, key: str) -> JobState | None:
+        return self._states.get(key)
+
+    def of(self, key: str) -> JobState:
+        """The job's state, created empty the first time something is remembered."""
+        state = self._states.get(key)
+        if state is None:
+            state = self._states[key] = JobState()
+        return state
+
+    def satisfied(self, key: str) -> bool:
+        """Whether every creation and deletion the job expected has been observed (or its
+        record expired), so the caches show what the job's last pass did."""
+        return all(self.expectations.satisfied(f"{key}/{kind}") for kind in self.kinds)
+
+    def forget(self, key: str) -> None:
+        """The job is gone: drop everything remembered about it."""
+        for kind in self.kinds:
+            self.expectations.delete(f"{key}/{kind}")
+        self._states.pop(key, None)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._states
+
+    def __len__(self) -> int:
+        return len(self._states)
