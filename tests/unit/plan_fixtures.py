@@ -34,6 +34,8 @@ from jobcontroller.core import (
     DeleteJob,
     DeleteObject,
     Event,
+    ExtraObjects,
+    FrameworkOf,
     LifecycleWords,
     Obj,
     Observed,
@@ -73,8 +75,12 @@ class DemoJob(JobModel[DemoSpec]):
 
 
 @dataclass
-class DemoFramework:
-    """Implements the ``Framework`` protocol; knobs let tests bend single behaviours."""
+class DemoFramework(FrameworkOf[JobModel[Any]]):
+    """A framework for the planner alone; knobs let tests bend single behaviours."""
+
+    model = DemoJob
+    framework_name = "demo"
+    controller_name = "demojob-controller"
 
     extra_errors: list[str] = field(default_factory=list)
     tolerated_errors: list[str] = field(default_factory=list)
@@ -83,18 +89,6 @@ class DemoFramework:
     no_services: set[str] = field(default_factory=set)
     extra: Callable[[JobModel[Any], Observed], list[Action]] | None = None
     status_calls: int = 0
-
-    @property
-    def model(self) -> type[JobModel[Any]]:
-        return DemoJob
-
-    @property
-    def framework_name(self) -> str:
-        return "demo"
-
-    @property
-    def controller_name(self) -> str:
-        return "demojob-controller"
 
     def set_defaults(self, job: JobModel[Any]) -> JobModel[Any]:
         job = job.model_copy(deep=True)
@@ -204,8 +198,8 @@ class DemoFramework:
 
     def extra_objects(
         self, job: JobModel[Any], observed: Observed, status: JobStatus, *, now: dt.datetime
-    ) -> tuple[list[Action], list[Event]]:
-        return (self.extra(job, observed) if self.extra else []), []
+    ) -> ExtraObjects:
+        return ExtraObjects(actions=self.extra(job, observed) if self.extra else [])
 
 
 def template(*, resources: Obj | None = None, **spec_fields: Any) -> Obj:

@@ -1,6 +1,7 @@
-"""docs/writing-an-operator.md's operator type-checks under ``mypy --strict`` with no ``cast``:
-the base library's author API (the generic ``JobController[ToyJob]``, its hooks, the
-``jobcontroller.api`` helpers) is typed well enough that a new framework needs none.
+"""docs/writing-an-operator.md's operator type-checks under ``mypy --strict`` with no ``cast``,
+its hooks marked ``@override`` (mypy's ``explicit-override`` on): the base library's author API
+(the generic ``JobController[ToyJob]``, its hooks, the ``jobcontroller.api`` helpers) is typed
+well enough that a new framework needs none.
 
 The tutorial's file-named code blocks (``# toy_operator/api.py`` first lines, blocks of one
 file joined in order) are extracted as tests/integration/test_tutorial.py extracts them.
@@ -53,6 +54,8 @@ def test_the_tutorial_operator_passes_mypy_strict_without_casts(tmp_path: Path) 
             "-m",
             "mypy",
             "--strict",
+            "--enable-error-code",
+            "explicit-override",
             "--no-error-summary",
             "--cache-dir",
             str(tmp_path / ".mypy_cache"),

@@ -7,6 +7,8 @@ Framework packages import only from here, :mod:`jobcontroller.api` and
 :mod:`jobcontroller.testing`.
 """
 
+from typing_extensions import override
+
 from jobcontroller.controller import LABEL_JOB_NAME, JobController
 from jobcontroller.controller.hooks import Setup
 from jobcontroller.controller.watch import Caches
@@ -40,6 +42,7 @@ from jobcontroller.core import (
     DeleteJob,
     DeleteObject,
     Event,
+    ExtraObjects,
     Framework,
     FrameworkOf,
     GangFlavor,
@@ -136,6 +139,7 @@ __all__ = [
     "DeleteJob",
     "DeleteObject",
     "Event",
+    "ExtraObjects",
     "Framework",
     "FrameworkOf",
     "GangFlavor",
@@ -171,6 +175,7 @@ __all__ = [
     "is_terminating",
     "master_decides",
     "new_reason",
+    "override",
     "owner_reference",
     "parse_quantity",
     "parse_settings",

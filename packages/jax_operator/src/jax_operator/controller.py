@@ -19,6 +19,7 @@ from jobcontroller import (
     PlanConfig,
     ReplicaPods,
     all_workers,
+    override,
     set_env,
     set_replica_selectors,
 )
@@ -32,16 +33,20 @@ class JAXJobController(JobController[JAXJob]):
     framework_name = "jax"
     controller_name = "jaxjob-controller"
 
+    @override
     def set_defaults(self, job: JAXJob) -> JAXJob:
         return default_jaxjob(job)
 
+    @override
     def validate(self, job: JAXJob) -> list[str]:
         return validate_jaxjob(job)
 
+    @override
     def is_master_role(self, job: JAXJob, rtype: str, index: int) -> bool:
         """v1.9's IsMasterRole: index 0, i.e. worker 0, the coordinator."""
         return index == 0
 
+    @override
     def set_cluster_spec(
         self,
         job: JAXJob,
@@ -53,6 +58,7 @@ class JAXJobController(JobController[JAXJob]):
     ) -> None:
         set_env(template, pod_env(job, index=index), override=True)
 
+    @override
     def update_status(
         self,
         job: JAXJob,

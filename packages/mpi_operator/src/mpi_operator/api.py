@@ -11,6 +11,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
+from jobcontroller import override
 from jobcontroller.api import (
     INT32_MAX,
     CleanPodPolicy,
@@ -164,6 +165,7 @@ class MPIJobSpec(JobSpec):
         },
     )
 
+    @override
     def replica_specs(self) -> dict[str, ReplicaSpec]:
         return self.mpi_replica_specs
 

@@ -4,8 +4,9 @@ The base runs the workers (one pod per index, never recreated: retries are the l
 Everything else is MPI's own and comes from ``extra_objects``: the job-wide headless Service,
 the ``<job>-config`` hostfile ConfigMap, the ``<job>-ssh`` Secret and the launcher, a batch/v1
 Job that carries runPolicy's backoffLimit, activeDeadlineSeconds and ttlSecondsAfterFinished.
-The job's fate follows the launcher Job (read in ``extra_objects``, which sees it); eviction of
-a worker and the Running rule come from the workers (``update_status``).
+The job's fate follows the launcher Job (read in ``extra_objects``, which returns the status
+with the launcher's counts and verdict); eviction of a worker and the Running rule come from the
+workers (``update_status``, which runs on that status).
 
 The SSH key pair is random, so the plan only asks for the Secret and :meth:`materialize` (run
 by the executor just before the create) puts a fresh pair in it.
@@ -30,6 +31,7 @@ from jobcontroller import (
     CreateObject,
     DeleteObject,
     Event,
+    ExtraObjects,
     GangFlavor,
     JobController,
     JobMetric,
@@ -43,6 +45,7 @@ from jobcontroller import (
     is_finished,
     is_terminating,
     new_reason,
+    override,
     phase,
     set_condition,
 )
@@ -116,6 +119,7 @@ class MPIJobController(JobController[MPIJob]):
     patched_children = frozenset({SERVICE})  # the job-wide Service's selector
     mpi_metrics: MPIOperatorMetrics | None = None
 
+    @override
     def on_setup(self, setup: Setup) -> None:
         metrics = setup.metrics
         if metrics is None:
@@ -129,35 +133,44 @@ class MPIJobController(JobController[MPIJob]):
         )
         metrics.on_scrape(self.mpi_metrics.families)
 
+    @override
     def counted(self, job: Obj, metrics: tuple[JobMetric, ...]) -> None:
         if self.mpi_metrics is not None:
             self.mpi_metrics.counted(metrics)
 
     # ------------------------------------------------------------------ base hooks
 
+    @override
     def set_defaults(self, job: MPIJob) -> MPIJob:
         return default_mpijob(job)
 
+    @override
     def validate(self, job: MPIJob) -> list[str]:
         return validate_mpijob(job)
 
+    @override
     def pod_replica_types(self, job: MPIJob) -> list[str]:
         return [MPIReplicaType.WORKER]  # the launcher is a batch Job
 
+    @override
     def services_for(self, job: MPIJob, rtype: str) -> bool:
         return False  # one job-wide Service instead of one per pod
 
+    @override
     def recreate_failed_pods(self, job: MPIJob, rtype: str) -> bool:
         return False
 
+    @override
     def delegates_run_policy(self, job: MPIJob) -> bool:
         return True
 
+    @override
     def gang_objects(self, job: MPIJob, observed: Observed) -> list[tuple[str, Obj]]:
         """A whole-gang restart deletes the launcher Job (its pods go with it) too."""
         launcher = _Owned.of(job, observed).launcher
         return [(JOB, launcher)] if launcher is not None else []
 
+    @override
     def gang_pods(self, job: MPIJob, observed: Observed) -> list[tuple[str, Obj]]:
         """The launcher's pods: under restartScope All its Job never retries them itself
         (backoffLimit 0), their failure restarts the gang by the Launcher's restartPolicy."""
@@ -167,6 +180,7 @@ class MPIJobController(JobController[MPIJob]):
         uid = str(launcher.get("metadata", {}).get("uid", ""))
         return [(MPIReplicaType.LAUNCHER, pod) for pod in observed.controlled_by(POD, uid)]
 
+    @override
     def lifecycle_words(self, job: MPIJob) -> LifecycleWords:
         """mpi-operator v0.8's words: the Created condition names the job with its namespace
         and has an event of its own; Suspended says "MPIJob suspended" / "MPIJob resumed"; and
@@ -181,21 +195,25 @@ class MPIJobController(JobController[MPIJob]):
             abnormal_pod_events=False,
         )
 
+    @override
     def gang_flavor(self, job: MPIJob) -> GangFlavor:
         """mpi-operator's PodGroup: the queue from ``scheduling.volcano.sh/queue-name`` (the
         scheduling policy's wins), the priority class from the launcher's or the workers'
         template, and the scheduler name forced on every pod."""
         return GangFlavor.mpi_operator()
 
+    @override
     def replica_index_offset(self, job: MPIJob, rtype: str) -> int:
         # A launcher that also works is index 0 of the hosts, so workers count from 1.
         return 1 if job.spec.run_launcher_as_worker else 0
 
+    @override
     def set_cluster_spec(
         self, job: MPIJob, template: Obj, *, rtype: str, index: int, config: PlanConfig
     ) -> None:
         configure_worker(template, job=job, index=index, config=config)
 
+    @override
     def materialize(self, action: CreateObject) -> CreateObject:
         if action.kind == SECRET and not has_key_pair(action.body):
             return dataclasses.replace(action, body=with_key_pair(action.body))
@@ -203,27 +221,33 @@ class MPIJobController(JobController[MPIJob]):
 
     # ------------------------------------------------------------------ owned objects
 
+    @override
     def extra_objects(
         self, job: MPIJob, observed: Observed, status: JobStatus, *, now: dt.datetime
-    ) -> tuple[list[Action], list[Event]]:
+    ) -> ExtraObjects:
         owned = _Owned.of(job, observed)
         launcher = owned.launcher
-        if launcher is not None and job_finished(launcher):
+        launcher_done = launcher is not None and job_finished(launcher)
+        if launcher is not None:
+            # The job's fate follows the launcher: what it says goes into a copy of the status.
+            status = status.model_copy(deep=True)
+        if launcher_done:
             # mpi-operator v0.8 stops counting workers once the launcher is done: it reports
             # them as zero, not as succeeded (they never exit) nor active (they are deleted).
             status.replica_statuses[MPIReplicaType.WORKER] = ReplicaStatus()
+        decided = status if launcher is not None else None
         if is_finished(status):
-            return _stop_launcher_on_cleanup(job, launcher), []
+            return ExtraObjects(actions=_stop_launcher_on_cleanup(job, launcher), status=decided)
         actions: list[Action] = []
         events: list[Event] = []
-        if launcher is None or not job_finished(launcher):
+        if not launcher_done:
             actions += self._support_objects(job, owned, observed)
-            events += self._sync_launcher(job, owned, observed, status, actions)
+            events += self._sync_launcher(job, owned, observed, actions)
         suspended = bool(job.spec.run_policy.suspend)
         uid = str((launcher or {}).get("metadata", {}).get("uid", ""))
         pods = observed.controlled_by(POD, uid) if launcher is not None else ()
         events += apply_launcher_status(job, status, launcher, pods, now=now, final=not suspended)
-        return actions, events
+        return ExtraObjects(actions=actions, events=events, status=decided)
 
     def _support_objects(self, job: MPIJob, owned: _Owned, observed: Observed) -> list[Action]:
         """Create the Service, ConfigMap and Secret, or bring them back to what they must be."""
@@ -265,12 +289,7 @@ class MPIJobController(JobController[MPIJob]):
         return actions
 
     def _sync_launcher(
-        self,
-        job: MPIJob,
-        owned: _Owned,
-        observed: Observed,
-        status: JobStatus,
-        actions: list[Action],
+        self, job: MPIJob, owned: _Owned, observed: Observed, actions: list[Action]
     ) -> list[Event]:
         """Create the launcher Job when it may start, and follow suspend and resume."""
         suspended = bool(job.spec.run_policy.suspend)
@@ -306,6 +325,7 @@ class MPIJobController(JobController[MPIJob]):
 
     # ------------------------------------------------------------------ status
 
+    @override
     def update_status(
         self,
         job: MPIJob,

@@ -19,6 +19,7 @@ from jobcontroller import (
     PlanConfig,
     ReplicaPods,
     master_decides,
+    override,
     set_env,
     set_replica_selectors,
 )
@@ -40,18 +41,23 @@ class PaddleJobController(JobController[PaddleJob]):
     framework_name = "paddle"  # PaddleJobFrameworkName
     controller_name = "paddlejob-controller"
 
+    @override
     def set_defaults(self, job: PaddleJob) -> PaddleJob:
         return default_paddlejob(job)
 
+    @override
     def validate(self, job: PaddleJob) -> list[str]:
         return validate_paddlejob(job)
 
+    @override
     def tolerated(self, job: PaddleJob) -> list[str]:
         return stricter_than_anchor_errors(job)
 
+    @override
     def is_master_role(self, job: PaddleJob, rtype: str, index: int) -> bool:
         return rtype == PaddleReplicaType.MASTER
 
+    @override
     def set_cluster_spec(
         self,
         job: PaddleJob,
@@ -63,6 +69,7 @@ class PaddleJobController(JobController[PaddleJob]):
     ) -> None:
         set_env(template, pod_env(job, rtype=rtype, index=index), override=True)
 
+    @override
     def update_status(
         self,
         job: PaddleJob,

@@ -12,6 +12,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
+from jobcontroller import override
 from jobcontroller.api import (
     INT32_MAX,
     CleanPodPolicy,
@@ -220,6 +221,7 @@ class PyTorchJobSpec(JobSpec):
         ),
     )
 
+    @override
     def replica_specs(self) -> dict[str, ReplicaSpec]:
         return self.pytorch_replica_specs
 

@@ -21,8 +21,8 @@ from jobcontroller import (
     REASON_RUNNING,
     REASON_SUCCEEDED,
     REPLICA_TYPE_LABEL,
-    Action,
     Event,
+    ExtraObjects,
     JobController,
     Observed,
     PlanConfig,
@@ -30,6 +30,7 @@ from jobcontroller import (
     Resource,
     is_finished,
     new_reason,
+    override,
     set_condition,
 )
 from jobcontroller.api import JobConditionType, JobStatus, RestartPolicy
@@ -92,12 +93,15 @@ class PyTorchJobController(JobController[PyTorchJob]):
         self.init_container_template = init_container_template
         """From ``--pytorch-init-container-template-file``: replaces the built-in container."""
 
+    @override
     def set_defaults(self, job: PyTorchJob) -> PyTorchJob:
         return default_pytorchjob(job)
 
+    @override
     def validate(self, job: PyTorchJob) -> list[str]:
         return validate_pytorchjob(job)
 
+    @override
     def is_master_role(self, job: PyTorchJob, rtype: str, index: int) -> bool:
         """The Master, or worker 0 of a job without one (v1.9: the Kubeflow SDK's
         ``get_job_logs`` finds a job's main pod by ``job-role=master``)."""
@@ -105,6 +109,7 @@ class PyTorchJobController(JobController[PyTorchJob]):
             return rtype == _MASTER
         return rtype == _WORKER and index == 0
 
+    @override
     def set_cluster_spec(
         self,
         job: PyTorchJob,
@@ -125,12 +130,17 @@ class PyTorchJobController(JobController[PyTorchJob]):
             file_template=self.init_container_template,
         )
 
+    @override
     def extra_objects(
         self, job: PyTorchJob, observed: Observed, status: JobStatus, *, now: dt.datetime
-    ) -> tuple[list[Action], list[Event]]:
+    ) -> ExtraObjects:
         wanted = not (job.run_policy.suspend or is_finished(status))
-        return hpa_actions(job, observed, wanted=wanted, controller_name=self.controller_name)
+        actions, events = hpa_actions(
+            job, observed, wanted=wanted, controller_name=self.controller_name
+        )
+        return ExtraObjects(actions=actions, events=events)
 
+    @override
     def update_status(
         self,
         job: PyTorchJob,

@@ -15,6 +15,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
+from jobcontroller import override
 from jobcontroller.api import (
     CleanPodPolicy,
     JobModel,
@@ -159,6 +160,7 @@ class TFJobSpec(JobSpec):
         description="Give each worker a sparse TF_CONFIG so workers can join and leave.",
     )
 
+    @override
     def replica_specs(self) -> dict[str, ReplicaSpec]:
         return self.tf_replica_specs
 

@@ -22,6 +22,7 @@ from jobcontroller import (
     exit_code_of,
     is_restarting,
     new_reason,
+    override,
     phase,
     set_condition,
 )
@@ -47,21 +48,26 @@ class TFJobController(JobController[TFJob]):
     framework_name = "tensorflow"
     controller_name = "tfjob-controller"
 
+    @override
     def set_defaults(self, job: TFJob) -> TFJob:
         return default_tfjob(job)
 
+    @override
     def validate(self, job: TFJob) -> list[str]:
         return validate_tfjob(job)
 
+    @override
     def tolerated(self, job: TFJob) -> list[str]:
         return stricter_than_anchor_errors(job)
 
+    @override
     def is_master_role(self, job: TFJob, rtype: str, index: int) -> bool:
         specs = job.replica_specs()
         if any(c in specs for c in _CHIEFS):
             return rtype in _CHIEFS
         return rtype == TFReplicaType.WORKER and index == 0
 
+    @override
     def set_cluster_spec(
         self,
         job: TFJob,
@@ -78,6 +84,7 @@ class TFJobController(JobController[TFJob]):
             if container.get("name") == TF_CONTAINER_NAME:
                 container.setdefault("env", []).append({"name": "TF_CONFIG", "value": value})
 
+    @override
     def update_status(
         self,
         job: TFJob,

@@ -23,6 +23,7 @@ from jobcontroller import (
     ReplicaPods,
     is_failed,
     new_reason,
+    override,
     set_condition,
     set_env,
 )
@@ -46,15 +47,19 @@ class XGBoostJobController(JobController[XGBoostJob]):
     framework_name = "xgboost"
     controller_name = "xgboostjob-controller"
 
+    @override
     def set_defaults(self, job: XGBoostJob) -> XGBoostJob:
         return default_xgboostjob(job)
 
+    @override
     def validate(self, job: XGBoostJob) -> list[str]:
         return validate_xgboostjob(job)
 
+    @override
     def is_master_role(self, job: XGBoostJob, rtype: str, index: int) -> bool:
         return rtype == _MASTER
 
+    @override
     def set_cluster_spec(
         self,
         job: XGBoostJob,
@@ -66,6 +71,7 @@ class XGBoostJobController(JobController[XGBoostJob]):
     ) -> None:
         set_env(template, pod_env(job, rtype=rtype, index=index), override=True)
 
+    @override
     def update_status(
         self,
         job: XGBoostJob,

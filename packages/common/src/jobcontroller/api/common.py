@@ -27,6 +27,7 @@ from pydantic import (
     WithJsonSchema,
 )
 from pydantic.alias_generators import to_camel
+from typing_extensions import override
 
 from jobcontroller.api.podschema import QUANTITY_PATTERN, load_pod_template_schema
 from jobcontroller.api.rules import ReplicaRules
@@ -469,6 +470,7 @@ class JobModel(KubeModel, Generic[SpecT]):
         default_factory=JobStatus, description="Most recently observed status of the job."
     )
 
+    @override
     def model_post_init(self, context: Any, /) -> None:
         # List items and hand-written dicts may lack apiVersion/kind; the class knows them.
         if not self.api_version:

@@ -10,10 +10,11 @@ writer). Timers in the plan (deadline, TTL) come back as ``requeue_after`` so th
 with no event needed.
 
 A framework subclass sets the class attributes (``model``, ``framework_name``,
-``controller_name``) and overrides the few hooks that differ from the defaults (see
-:class:`~jobcontroller.controller.hooks.FrameworkHooks`): usually ``set_defaults``,
-``validate``, ``set_cluster_spec`` and ``update_status``. Operators that own more kinds of
-objects list them in ``owned_resources`` and return actions on them from ``extra_objects``.
+``controller_name``) and overrides, marked ``@override``, the few hooks that differ from the
+defaults (the planner's in ``FrameworkOf``, core/types.py; the runtime's in controller/hooks.py):
+usually ``set_defaults``, ``validate``, ``set_cluster_spec`` and ``update_status``. Operators
+that own more kinds of objects list them in ``owned_resources`` and return actions on them
+from ``extra_objects``.
 
 Expectations: before creating or deleting, the executor raises the expectation of the job's
 per-kind key; informer events lower it. While any is pending the job is not re-planned (its
@@ -32,7 +33,7 @@ import structlog
 
 from jobcontroller.controller.adoption import FOREIGN_RECHECK_SECONDS, Adoption
 from jobcontroller.controller.executor import Executor
-from jobcontroller.controller.hooks import FrameworkHooks, Setup
+from jobcontroller.controller.hooks import ControllerHooks, Setup
 from jobcontroller.controller.podgroups import (
     PRIORITY_CLASSES,
     PriorityClasses,
@@ -67,7 +68,7 @@ def _has_condition(job: Obj, *types: str, true: bool = True) -> bool:
     )
 
 
-class JobController(FrameworkHooks[JobT]):
+class JobController(ControllerHooks[JobT]):
     """Reconciles one job kind: watch -> gate -> plan -> execute -> status.
 
     Parametrised by the framework's job model (``class TFJobController(JobController[TFJob])``),

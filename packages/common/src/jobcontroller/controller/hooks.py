@@ -1,38 +1,28 @@
 """The hooks a framework overrides, with the defaults of a framework that needs nothing special.
 
-``JobController[JobT]`` inherits them; a framework operator overrides the few that differ.
+The planner's hooks (``set_defaults``, ``validate``, ``set_cluster_spec``, ``update_status``...)
+are :class:`~jobcontroller.core.types.FrameworkOf`'s, pure. These are the ones the runtime
+calls: the CRD, the object sent for a planned creation, the wiring of a framework's own
+metrics. ``JobController[JobT]`` inherits all of them; mark an override ``@override``.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic
+from typing import Any
 
-from jobcontroller.api.common import JobStatus
 from jobcontroller.api.crd import build_crd
 from jobcontroller.controller.watch import Caches
-from jobcontroller.core.types import (
-    Action,
-    CreateObject,
-    Event,
-    JobMetric,
-    JobT,
-    LifecycleWords,
-    Obj,
-    Observed,
-    PlanConfig,
-    ReplicaPods,
-)
+from jobcontroller.core.types import CreateObject, FrameworkOf, JobMetric, JobT, Obj
 from jobcontroller.runtime.metrics import Metrics
 
-__all__ = ["FrameworkHooks", "Setup"]
+__all__ = ["ControllerHooks", "Setup"]
 
 
 @dataclass(frozen=True, slots=True)
 class Setup:
-    """What a framework's :meth:`~FrameworkHooks.on_setup` gets when its controller is wired."""
+    """What a framework's :meth:`~ControllerHooks.on_setup` gets when its controller is wired."""
 
     caches: Caches
     """The controller's caches, read-only (its jobs; the objects of its owned kinds)."""
@@ -42,71 +32,7 @@ class Setup:
     """Whether this replica leads now (always True without leader election)."""
 
 
-class FrameworkHooks(Generic[JobT]):
-    model: type[JobT]
-    framework_name: ClassVar[str]
-    """Metrics label: tensorflow, pytorch, mpi."""
-    controller_name: ClassVar[str]
-    """The operator-name label value and the work queue's name: tfjob-controller, ..."""
-
-    def set_defaults(self, job: JobT) -> JobT:
-        return job
-
-    def validate(self, job: JobT) -> list[str]:
-        return []
-
-    def tolerated(self, job: JobT) -> list[str]:
-        return []
-
-    def pod_replica_types(self, job: JobT) -> list[str]:
-        specs = job.replica_specs()
-        ordered = [rt for rt in self.model.REPLICA_TYPES if rt in specs]
-        return ordered + sorted(rt for rt in specs if rt not in ordered)
-
-    def is_master_role(self, job: JobT, rtype: str, index: int) -> bool:
-        return False
-
-    def replica_index_offset(self, job: JobT, rtype: str) -> int:
-        return 0
-
-    def lifecycle_words(self, job: JobT) -> LifecycleWords:
-        return LifecycleWords.training_operator(self.model.KIND, job.name)
-
-    def delegates_run_policy(self, job: JobT) -> bool:
-        return False
-
-    def services_for(self, job: JobT, rtype: str) -> bool:
-        return True
-
-    def recreate_failed_pods(self, job: JobT, rtype: str) -> bool:
-        return True
-
-    def gang_objects(self, job: JobT, observed: Observed) -> list[tuple[str, Obj]]:
-        return []
-
-    def gang_pods(self, job: JobT, observed: Observed) -> list[tuple[str, Obj]]:
-        return []
-
-    def set_cluster_spec(
-        self, job: JobT, template: Obj, *, rtype: str, index: int, config: PlanConfig
-    ) -> None:
-        return None
-
-    def update_status(
-        self,
-        job: JobT,
-        status: JobStatus,
-        *,
-        replicas: Mapping[str, ReplicaPods],
-        now: dt.datetime,
-    ) -> list[Event]:
-        raise NotImplementedError(f"{type(self).__name__} must define its success/failure rule")
-
-    def extra_objects(
-        self, job: JobT, observed: Observed, status: JobStatus, *, now: dt.datetime
-    ) -> tuple[list[Action], list[Event]]:
-        return [], []
-
+class ControllerHooks(FrameworkOf[JobT]):
     def crd(self) -> dict[str, Any]:
         """The job kind's CustomResourceDefinition (``build_crd(model)``; override to add a
         scale subresource or categories)."""

@@ -156,11 +156,6 @@ def _pod_reason(pod: Obj, container: str | None) -> str:
     return str(terminated.get("reason") or (pod.get("status") or {}).get("reason") or "")
 
 
-def _gang_hook(ctx: PlanContext, name: str) -> list[tuple[str, Obj]]:
-    hook = getattr(ctx.fw, name, None)
-    return list(hook(ctx.job, ctx.observed)) if hook is not None else []
-
-
 @dataclass(frozen=True, slots=True)
 class _Failure:
     rtype: str
@@ -179,8 +174,8 @@ def plan_gang(ctx: PlanContext, replicas: Mapping[str, ReplicaPods]) -> bool:
     job = ctx.job
     record = GangRestart.of(job)
     current = record.generation
-    objects = _gang_hook(ctx, "gang_objects")
-    extra_pods = _gang_hook(ctx, "gang_pods")
+    objects = ctx.fw.gang_objects(ctx.job, ctx.observed)
+    extra_pods = ctx.fw.gang_pods(ctx.job, ctx.observed)
     stale_pods = [pod for pod in ctx.observed.pods if object_generation(pod) < current]
     stale_objects = [(kind, obj) for kind, obj in objects if object_generation(obj) < current]
     stale_extra = [pod for _, pod in extra_pods if object_generation(pod) < current]

@@ -133,9 +133,7 @@ def plan(
     )
     ensure_created(ctx)
     if not is_finished(ctx.status):
-        # Frameworks written before the hook existed tolerate nothing.
-        hook = getattr(fw, "tolerated", None)
-        tolerated: list[str] = list(hook(job)) if hook is not None else []
+        tolerated = fw.tolerated(job)
         errors = [e for e in fw.validate(job) if e not in tolerated] + _pod_limit_errors(ctx)
         if errors:
             fail(
@@ -193,12 +191,14 @@ def _add_extra_objects(ctx: PlanContext) -> None:
     """The framework's actions and events. Its creations pass the same name check as pods:
     a name held by an object that is not the job's is never touched and shows up as a
     conflict (event and Created condition) instead."""
-    actions, events = ctx.fw.extra_objects(ctx.job, ctx.observed, ctx.status, now=ctx.now)
-    for action in actions:
+    extra = ctx.fw.extra_objects(ctx.job, ctx.observed, ctx.status, now=ctx.now)
+    if extra.status is not None:
+        ctx.status = extra.status
+    for action in extra.actions:
         if isinstance(action, CreateObject) and not ctx.claimable(action.kind, action.name):
             continue
         ctx.actions.append(action)
-    ctx.events.extend(events)
+    ctx.events.extend(extra.events)
 
 
 def _managed_elsewhere(raw_job: Mapping[str, Any], *, own: str) -> bool:

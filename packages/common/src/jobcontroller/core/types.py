@@ -8,10 +8,13 @@ executor carries the plan out. Objects are raw JSON dicts as the apiserver retur
 from __future__ import annotations
 
 import datetime as dt
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar
+
+from typing_extensions import override
 
 from jobcontroller.api.common import JobModel, JobStatus
 
@@ -255,12 +258,6 @@ class GangFlavor:
         )
 
 
-def gang_flavor(fw: Framework, job: JobModel[Any]) -> GangFlavor:
-    """``fw.gang_flavor``; the training-operator's for frameworks without that hook."""
-    hook = getattr(fw, "gang_flavor", None)
-    return hook(job) if hook is not None else GangFlavor()
-
-
 @dataclass(frozen=True, slots=True)
 class ReplicaPods:
     """The pods of one replica type, grouped by index (a slot may briefly hold two pods)."""
@@ -270,51 +267,60 @@ class ReplicaPods:
     by_index: Mapping[int, Sequence[Obj]]
 
 
-def index_offset(fw: Framework, job: JobModel[Any], rtype: str) -> int:
-    """``fw.replica_index_offset``; 0 for frameworks written before that hook existed (plain
-    protocol implementations rather than JobController subclasses)."""
-    hook = getattr(fw, "replica_index_offset", None)
-    return int(hook(job, rtype)) if hook is not None else 0
+@dataclass(frozen=True, slots=True)
+class ExtraObjects:
+    """What a framework's :meth:`FrameworkOf.extra_objects` decided."""
 
-
-def run_policy_delegated(fw: Framework, job: JobModel[Any]) -> bool:
-    """``fw.delegates_run_policy``; False for frameworks written before that hook existed."""
-    hook = getattr(fw, "delegates_run_policy", None)
-    return bool(hook(job)) if hook is not None else False
+    actions: Sequence[Action] = ()
+    events: Sequence[Event] = ()
+    status: JobStatus | None = None
+    """The job's status with what the framework's own objects say about it (MPI: the
+    launcher Job's counts and verdict), a changed copy of the one it was given; None leaves
+    it as it was. ``update_status`` runs after, on this status."""
 
 
 JobT = TypeVar("JobT", bound=JobModel[Any])
 """A framework's own job model (``TFJob``...)."""
 
 
-class FrameworkOf(Protocol[JobT]):
-    """What the pure planner needs from a framework. ``JobController[JobT]`` implements it
-    with sensible defaults; a framework operator overrides the few that differ, with its own
-    job model as the type of ``job`` (``FrameworkOf[TFJob]``).
+class FrameworkOf(ABC, Generic[JobT]):
+    """What the pure planner asks a framework, answered as a framework that needs nothing
+    special would. ``JobController[JobT]`` is one; a framework operator overrides the few hooks
+    that differ, each marked ``@override`` (``typing_extensions.override``, re-exported by
+    ``jobcontroller``), with its own job model as the type of ``job``. ``mypy --strict`` then
+    checks every override's signature, and a hook marked ``@override`` whose name the base
+    does not have is an error for mypy and, when the class is defined, a ``TypeError``.
 
-    Every method is pure: no I/O and no clock (``now`` is an argument where time matters).
+    Every hook is pure: no I/O and no clock (``now`` is an argument where time matters). A hook
+    changes nothing it was not given to change: ``set_cluster_spec`` edits its template copy,
+    ``update_status`` the status; the others return what they decide.
     """
 
-    @property
-    def model(self) -> type[JobT]: ...
+    model: type[JobT]
+    framework_name: ClassVar[str]
+    """The metrics label (``tensorflow``, ``pytorch``, ``mpi``)."""
+    controller_name: ClassVar[str]
+    """The ``training.kubeflow.org/operator-name`` label (``tfjob-controller``), the work
+    queue's name and, unless ``event_component`` says otherwise, the Events' source."""
 
-    @property
-    def framework_name(self) -> str:
-        """The metrics label (``tensorflow``, ``pytorch``, ``mpi``)."""
-        ...
-
-    @property
-    def controller_name(self) -> str:
-        """The ``training.kubeflow.org/operator-name`` label (``tfjob-controller``)."""
-        ...
+    @override
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, member in vars(cls).items():
+            marked = getattr(member, "__override__", False)  # set by @override
+            if marked and not any(hasattr(base, name) for base in cls.__mro__[1:]):
+                raise TypeError(
+                    f"{cls.__qualname__}.{name} is marked @override, but no base class has a "
+                    f"hook of that name (a misspelt hook would never be called)"
+                )
 
     def set_defaults(self, job: JobT) -> JobT:
         """A defaulted copy of ``job``."""
-        ...
+        return job
 
     def validate(self, job: JobT) -> list[str]:
         """Human-readable errors; non-empty fails the job with reason <Kind>FailedValidation."""
-        ...
+        return []
 
     def tolerated(self, job: JobT) -> list[str]:
         """Those of ``validate``'s errors that break rules the Go operator never checked.
@@ -323,58 +329,67 @@ class FrameworkOf(Protocol[JobT]):
         one was stored before the swap: it gets a Warning event naming the rule and runs as
         the Go operator would have run it, instead of failing.
         """
-        ...
+        return []
 
     def pod_replica_types(self, job: JobT) -> list[str]:
-        """Replica types the base runs as one pod (and one Service) per index, in order.
+        """Replica types the base runs as one pod (and one Service) per index, in order
+        (``model.REPLICA_TYPES`` first, then any other the job has).
 
         MPIJob returns only ``Worker``: its launcher is a batch Job from ``extra_objects``.
         """
-        ...
+        specs = job.replica_specs()
+        ordered = [rt for rt in self.model.REPLICA_TYPES if rt in specs]
+        return ordered + sorted(rt for rt in specs if rt not in ordered)
 
-    def is_master_role(self, job: JobT, rtype: str, index: int) -> bool: ...
+    def is_master_role(self, job: JobT, rtype: str, index: int) -> bool:
+        """Whether the pod of ``rtype`` and ``index`` is labelled ``job-role: master``."""
+        return False
 
     def lifecycle_words(self, job: JobT) -> LifecycleWords:
-        """The words of the Created, Suspended and Resumed conditions and events
-        (``LifecycleWords.training_operator(kind, name)`` unless the anchor differs)."""
-        ...
+        """The words of the Created, Suspended and Resumed conditions and events."""
+        return LifecycleWords.training_operator(self.model.KIND, job.name)
 
     def replica_index_offset(self, job: JobT, rtype: str) -> int:
         """Added to a slot's index in its ``replica-index`` label (and Service selector); pod
         names keep the slot index. MPI workers start at 1 when the launcher is worker 0."""
-        ...
+        return 0
 
     def delegates_run_policy(self, job: JobT) -> bool:
         """True when backoffLimit, activeDeadlineSeconds and ttlSecondsAfterFinished belong
         to an object the framework owns (MPI's launcher Job), so the base enforces none."""
-        ...
+        return False
 
     def services_for(self, job: JobT, rtype: str) -> bool:
         """Whether the base creates a headless Service per pod of ``rtype``."""
-        ...
+        return True
+
+    def recreate_failed_pods(self, job: JobT, rtype: str) -> bool:
+        """Whether a failed pod of ``rtype`` may be deleted for recreation (MPI workers: no)."""
+        return True
+
+    def gang_flavor(self, job: JobT) -> GangFlavor:
+        """How the job's Volcano PodGroup is built and its pods joined to it."""
+        return GangFlavor()
 
     def gang_objects(self, job: JobT, observed: Observed) -> list[tuple[str, Obj]]:
         """(kind, object) of the framework's own objects that a whole-gang restart deletes
         and recreates with the pods (MPI's launcher Job); each carries the gang generation
         annotation it was created in (core/gang.py)."""
-        ...
+        return []
 
     def gang_pods(self, job: JobT, observed: Observed) -> list[tuple[str, Obj]]:
         """(replica type, pod) of pods the base does not create but whose failure restarts
         the gang under that replica's restartPolicy (the pods of MPI's launcher Job)."""
-        ...
-
-    def recreate_failed_pods(self, job: JobT, rtype: str) -> bool:
-        """Whether a failed pod of ``rtype`` may be deleted for recreation (MPI workers: no)."""
-        ...
+        return []
 
     def set_cluster_spec(
         self, job: JobT, template: Obj, *, rtype: str, index: int, config: PlanConfig
     ) -> None:
-        """Mutate a pod template copy: cluster env (TF_CONFIG, MASTER_ADDR...), init
-        containers, hostname/subdomain, volumes."""
-        ...
+        """Edit ``template``, the pod template copy of one replica: cluster env (TF_CONFIG,
+        MASTER_ADDR...), init containers, hostname/subdomain, volumes."""
+        return
 
+    @abstractmethod
     def update_status(
         self,
         job: JobT,
@@ -383,24 +398,42 @@ class FrameworkOf(Protocol[JobT]):
         replicas: Mapping[str, ReplicaPods],
         now: dt.datetime,
     ) -> list[Event]:
-        """Apply the framework's success and failure rule to ``status`` (in place).
+        """Apply the framework's success and failure rule to ``status`` (in place); the one
+        hook without a default.
 
-        Called after the base has counted replica statuses and handled restarts; returns the
-        events to record.
+        Called after the base has counted replica statuses and handled restarts, and after
+        ``extra_objects``; returns the events to record.
         """
-        ...
 
     def extra_objects(
         self, job: JobT, observed: Observed, status: JobStatus, *, now: dt.datetime
-    ) -> tuple[list[Action], list[Event]]:
-        """Actions on framework-specific owned objects (ConfigMap, Secret, launcher Job, HPA).
+    ) -> ExtraObjects:
+        """Actions on framework-specific owned objects (ConfigMap, Secret, launcher Job, HPA),
+        and what they say about the job's status (``status`` is the planner's: read it, and
+        return a changed copy in :attr:`ExtraObjects.status`).
 
         Called on every reconcile of a valid job: live, suspended (``status`` has
         Suspended=True: remove an HPA, suspend a launcher Job) or finished (Succeeded or
         Failed: clean up what cleanPodPolicy says).
         """
-        ...
+        return ExtraObjects()
 
 
-#: Any framework, as the planner sees it.
+#: Any framework, as the planner sees it: it plans jobs of every kind, so the job model is
+#: not known to it (each call passes a framework the job it parsed with that framework).
 Framework = FrameworkOf[Any]
+
+
+def gang_flavor(fw: Framework, job: JobModel[Any]) -> GangFlavor:
+    """``fw.gang_flavor(job)`` (the planner's call sites)."""
+    return fw.gang_flavor(job)
+
+
+def index_offset(fw: Framework, job: JobModel[Any], rtype: str) -> int:
+    """``fw.replica_index_offset(job, rtype)`` (the planner's call sites)."""
+    return fw.replica_index_offset(job, rtype)
+
+
+def run_policy_delegated(fw: Framework, job: JobModel[Any]) -> bool:
+    """``fw.delegates_run_policy(job)`` (the planner's call sites)."""
+    return fw.delegates_run_policy(job)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from typing_extensions import override
+
 from jobcontroller.runtime.logging import LOG_LEVELS, LogFormat
 
 #: Where Kubernetes mounts the pod's namespace for its service account.
@@ -271,6 +273,7 @@ def parse_settings(
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows a flag's default only when there is one to show and its help names none."""
 
+    @override
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
         default = action.default

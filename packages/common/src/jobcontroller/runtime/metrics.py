@@ -39,6 +39,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
+from typing_extensions import override
 
 # The *_created companion series double every counter's exposition for a timestamp that
 # nobody graphs; controller-runtime's Go metrics have none either.
@@ -67,6 +68,7 @@ class _OnScrape(Collector):
     def __init__(self) -> None:
         self.callbacks: list[ScrapeCallback] = []
 
+    @override
     def collect(self) -> Iterable[Metric]:
         for callback in self.callbacks:
             yield from callback()
