@@ -116,6 +116,23 @@ def test_framework_flags_land_in_extras() -> None:
     assert s.extras == {"gang_scheduler_name": "volcano", "pytorch_init_container_max_tries": 100}
 
 
+def test_framework_flags_are_read_typed_and_a_wrong_name_or_type_is_an_error() -> None:
+    def add(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--tries", type=int, default=100)
+        parser.add_argument("--template", default=None)
+
+    s = parse_settings(name="op", argv=["--tries=3"], add_flags=add, environ={})
+    assert s.flag("tries", int) == 3
+    assert s.optional_flag("template", str) is None
+    assert s.flag("absent", str, "fallback") == "fallback"
+    with pytest.raises(KeyError, match="trys"):
+        s.flag("trys", int)  # a misspelt dest is not silently a default
+    with pytest.raises(TypeError, match="'tries' is a int, not a str"):
+        s.flag("tries", str)
+    with pytest.raises(TypeError, match="tries"):
+        s.optional_flag("tries", str)
+
+
 @pytest.mark.parametrize(
     "argv",
     [

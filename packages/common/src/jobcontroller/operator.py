@@ -106,18 +106,19 @@ def _non_negative_int(text: str) -> int:
 def plan_config(settings: Settings, *, pod_group_available: bool | None = None) -> PlanConfig:
     """The planner's settings from the flags. ``pod_group_available`` None means: assume the
     PodGroup CRD of ``--gang-scheduler-name`` exists whenever the flag is set."""
-    gang = str(settings.extras.get("gang_scheduler_name") or "")
+    defaults = PlanConfig()
+    gang = settings.flag("gang_scheduler_name", str, "")
     available = bool(gang) if pod_group_available is None else pod_group_available
     return PlanConfig(
         gang_scheduler_name=gang,
         pod_group_available=bool(gang) and available,
-        cluster_domain=str(settings.extras.get("cluster_domain") or ""),
-        max_pods_per_job=int(settings.extras.get("max_pods_per_job") or 0),
-        max_writes_per_reconcile=int(
-            settings.extras.get("max_writes_per_reconcile", PlanConfig().max_writes_per_reconcile)
+        cluster_domain=settings.flag("cluster_domain", str, ""),
+        max_pods_per_job=settings.flag("max_pods_per_job", int, defaults.max_pods_per_job),
+        max_writes_per_reconcile=settings.flag(
+            "max_writes_per_reconcile", int, defaults.max_writes_per_reconcile
         ),
-        node_lost_grace_seconds=float(
-            settings.extras.get("node_lost_grace_period", PlanConfig().node_lost_grace_seconds)
+        node_lost_grace_seconds=settings.flag(
+            "node_lost_grace_period", float, defaults.node_lost_grace_seconds
         ),
     )
 
@@ -139,7 +140,7 @@ async def pod_group_crd_installed(api: KubeApi, gang_scheduler_name: str) -> boo
 def _detect_pod_groups(settings: Settings) -> bool | None:
     """Look the PodGroup CRD up once at startup (gang scheduling is used only when it is
     installed; without it the operator runs without gang scheduling and says so)."""
-    gang = str(settings.extras.get("gang_scheduler_name") or "")
+    gang = settings.flag("gang_scheduler_name", str, "")
     if not gang:
         return None
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from typing import cast
 
 from jobcontroller import PlanConfig, Settings, run_job_operator
 from pytorch_operator.controller import PyTorchJobController
@@ -72,12 +71,11 @@ def build_controller(config: PlanConfig, settings: Settings) -> PyTorchJobContro
     """The controller, from the flags :func:`add_flags` added."""
     return PyTorchJobController(
         config=config,
-        init_container_image=str(settings.extras["pytorch_init_container_image"]),
-        init_container_max_tries=int(settings.extras["pytorch_init_container_max_tries"]),
-        init_container_check=str(settings.extras["pytorch_init_container_check"]),
-        init_container_template=cast(
-            "InitContainerTemplate | None",
-            settings.extras["pytorch_init_container_template_file"],
+        init_container_image=settings.flag("pytorch_init_container_image", str),
+        init_container_max_tries=settings.flag("pytorch_init_container_max_tries", int),
+        init_container_check=settings.flag("pytorch_init_container_check", str),
+        init_container_template=settings.optional_flag(
+            "pytorch_init_container_template_file", InitContainerTemplate
         ),
     )
 

@@ -74,7 +74,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
 
 def enabled(settings: Settings) -> list[str]:
     """The schemes to run, in a stable order, without duplicates."""
-    given = settings.extras.get("enable_scheme") or []
+    given = settings.optional_flag("enable_scheme", list) or []
     wanted = {scheme for group in given for scheme in group} if given else set(SCHEMES)
     return [scheme for scheme in SCHEMES if scheme in wanted]
 

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from typing_extensions import override
 
@@ -27,6 +27,8 @@ from jobcontroller.runtime.logging import LOG_LEVELS, LogFormat
 SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 AddFlags = Callable[[argparse.ArgumentParser], None]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,7 +95,29 @@ class Settings:
     """One of debug, info, warning, error, critical."""
 
     extras: Mapping[str, Any] = field(default_factory=dict)
-    """Values of the flags a framework added through ``add_flags``, keyed by argparse dest."""
+    """Values of the flags a framework added through ``add_flags``, keyed by argparse dest;
+    read them typed with :meth:`flag` and :meth:`optional_flag`."""
+
+    def flag(self, name: str, kind: type[T], default: T | None = None) -> T:
+        """The value of the flag with argparse dest ``name`` that ``add_flags`` added, checked
+        to be a ``kind``: a misspelt name or a value of another type is an error at startup
+        that names the flag, not a cast that hides it. ``default`` when no such flag was added
+        (None: that is an error too)."""
+        if name not in self.extras:
+            if default is None:
+                raise KeyError(f"no flag with dest {name!r} was added (add_flags)")
+            return default
+        value = self.extras[name]
+        if not isinstance(value, kind):
+            raise TypeError(f"flag {name!r} is a {type(value).__name__}, not a {kind.__name__}")
+        return value
+
+    def optional_flag(self, name: str, kind: type[T]) -> T | None:
+        """Like :meth:`flag` for a flag whose value may be None (unset, or its default)."""
+        value = self.extras.get(name)
+        if value is not None and not isinstance(value, kind):
+            raise TypeError(f"flag {name!r} is a {type(value).__name__}, not a {kind.__name__}")
+        return value
 
 
 def default_leader_election_namespace() -> str:
