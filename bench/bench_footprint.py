@@ -20,8 +20,9 @@ import urllib.request
 from pathlib import Path
 
 from jobcontroller.runtime.kube import KubeApi
-from jobcontroller.testing.controlplane import ControlPlane, free_port
+from jobcontroller.testing.controlplane import ControlPlane
 from jobcontroller.testing.operator import install_crds
+from jobcontroller.testing.ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = (

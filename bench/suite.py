@@ -62,9 +62,10 @@ from jobcontroller.runtime.apitypes import (
     Resource,
 )
 from jobcontroller.runtime.kube import KubeApi
-from jobcontroller.testing.controlplane import ControlPlane, free_port
+from jobcontroller.testing.controlplane import ControlPlane
 from jobcontroller.testing.operator import install_crds
 from jobcontroller.testing.pods import simulate
+from jobcontroller.testing.ports import free_port
 from jobcontroller.testing.processes import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -74,7 +74,7 @@ async def test_operators_behind_a_faulty_network(
     await history.start()
     workdir = audited.workdir / f"proxy-{int(rate * 100)}"
     workdir.mkdir()
-    ca = plane._ca  # the cluster's CA: serving and client certificates for the proxies
+    ca = plane.ca  # the cluster's CA: serving and client certificates for the proxies
     serving_cert, serving_key = ca.serving().write(workdir, "proxy-serving")
     proxies: list[FaultProxy] = []
     ops: list[OperatorProcess] = []

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from simulated_jobs import simulated_jobs
 
 from jobcontroller.runtime.kube import KubeApi, Resource
-from jobcontroller.testing.controlplane import free_port
+from jobcontroller.testing.ports import free_port
 from jobcontroller.testing.waiting import wait_for
 
 LEASES = Resource("coordination.k8s.io", "v1", "Lease", "leases")

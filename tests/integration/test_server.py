@@ -14,7 +14,7 @@ from jobcontroller.runtime.kube import CONFIGMAPS, KubeApi, Resource
 from jobcontroller.runtime.manager import Manager
 from jobcontroller.runtime.metrics import Metrics
 from jobcontroller.runtime.server import OperatorServer
-from jobcontroller.testing.controlplane import free_port
+from jobcontroller.testing.ports import free_port
 
 MISSING = Resource("nothing.test.jobcontroller.io", "v1", "Nothing", "nothings")
 

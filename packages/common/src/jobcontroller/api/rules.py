@@ -16,16 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pydantic import JsonValue
-
-if TYPE_CHECKING:  # common.py imports this module
-    from jobcontroller.api.common import ReplicaSpec
 
 __all__ = ["ReplicaRules"]
 
 JsonDict = dict[str, JsonValue]
+
+
+class _Replicas(Protocol):
+    """What the rules read of a replica spec (``jobcontroller.api.common.ReplicaSpec``, which
+    imports this module: it is not imported back)."""
+
+    @property
+    def replicas(self) -> int | None: ...
 
 
 def _cel_list(values: Sequence[str]) -> str:
@@ -96,7 +101,7 @@ class ReplicaRules:
         return rules
 
     def errors(
-        self, specs: Mapping[str, ReplicaSpec], *, path: str, known: Sequence[str]
+        self, specs: Mapping[str, _Replicas], *, path: str, known: Sequence[str]
     ) -> list[str]:
         """The same rules as :meth:`cel` on a (defaulted) replica map, in the words of the
         Go webhooks' field errors: ``spec.xgbReplicaSpecs[Master]: Required value: must be

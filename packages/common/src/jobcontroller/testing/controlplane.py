@@ -30,7 +30,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -47,6 +46,7 @@ import yaml
 
 from jobcontroller.testing.binaries import Binaries, find_binaries
 from jobcontroller.testing.certs import CertificateAuthority, service_account_keys
+from jobcontroller.testing.ports import free_port as free_port  # its old home: still importable
 from jobcontroller.testing.realnode import NODE_IP, RealNode
 
 _PR_SET_PDEATHSIG = 1
@@ -82,12 +82,6 @@ def _sweep_orphans() -> None:
                 shutil.rmtree(d, ignore_errors=True)
             except (ValueError, IndexError, PermissionError, OSError):
                 continue
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -215,9 +209,9 @@ class ControlPlane:
             self._start_etcd()
             self._start_apiserver()
             if self.controller_manager:
-                self._start_component("kube-controller-manager", self._kcm_argv())
+                self.start_component("kube-controller-manager", self._kcm_argv())
             if self.scheduler:
-                self._start_component("kube-scheduler", self._scheduler_argv())
+                self.start_component("kube-scheduler", self._scheduler_argv())
             if self.kwok:
                 self._start_kwok()
             if self.nodes:
@@ -249,6 +243,11 @@ class ControlPlane:
     def pids(self) -> dict[str, int]:
         return {n: p.popen.pid for n, p in self._procs.items() if p.popen is not None}
 
+    def log_tail(self, name: str, lines: int = 30) -> str:
+        """The last ``lines`` of component ``name``'s log; empty when no such component ran."""
+        proc = self._procs.get(name)
+        return proc.log_tail(lines) if proc is not None else ""
+
     # ------------------------------------------------------------------------------- PKI
 
     def _write_pki(self) -> None:
@@ -267,16 +266,19 @@ class ControlPlane:
         self.sa_key.write_bytes(sa_private)
         self.sa_pub = d / "sa.pub"
         self.sa_pub.write_bytes(sa_public)
-        self._ca = ca
+        self.ca = ca
+        """The cluster's certificate authority: serving and client certificates it trusts."""
 
     def user_kubeconfig(self, *, user: str, groups: list[str] | None = None) -> Path:
         """A kubeconfig authenticating as ``user`` (client certificate) in ``groups``."""
-        pair = self._ca.client(user=user, groups=groups)
+        pair = self.ca.client(user=user, groups=groups)
         path = self._dir / f"kubeconfig-{user.replace(':', '_')}"
-        path.write_text(self._kubeconfig_text(pair.cert, pair.key, user=user))
+        path.write_text(self.kubeconfig_text(pair.cert, pair.key, user=user))
         return path
 
-    def _kubeconfig_text(self, cert: bytes, key: bytes, *, user: str) -> str:
+    def kubeconfig_text(self, cert: bytes, key: bytes, *, user: str) -> str:
+        """A kubeconfig for this API server authenticating with ``cert`` and ``key``."""
+
         def b64(data: bytes) -> str:
             return base64.b64encode(data).decode()
 
@@ -324,7 +326,7 @@ class ControlPlane:
             "--unsafe-no-fsync=true",
             "--log-level=warn",
         ]
-        self._start_component("etcd", argv, health_url=f"{self.etcd_url}/health")
+        self.start_component("etcd", argv, health_url=f"{self.etcd_url}/health")
 
     def compact_etcd(self) -> int:
         """Compact etcd to its current revision, so older resourceVersions answer 410 Gone."""
@@ -375,7 +377,7 @@ class ControlPlane:
         ServiceAccount admission plugin), kubelets under the Node authorizer, and a client
         certificate for the apiserver's calls to the kubelet (logs, exec)."""
         d = self._dir / "pki"
-        cert, key = self._ca.client(
+        cert, key = self.ca.client(
             user="kube-apiserver-kubelet-client", groups=["system:masters"]
         ).write(d, "apiserver-kubelet-client")
         return [
@@ -405,11 +407,11 @@ class ControlPlane:
 
     def _start_apiserver(self) -> None:
         self.apiserver_port = self.apiserver_port or free_port()
-        self._start_component(
+        self.start_component(
             "kube-apiserver", self._apiserver_argv(), health_url=f"{self.server}/readyz"
         )
         self.kubeconfig.write_text(
-            self._kubeconfig_text(
+            self.kubeconfig_text(
                 self.admin_cert.read_bytes(), self.admin_key.read_bytes(), user="admin"
             )
         )
@@ -478,9 +480,11 @@ class ControlPlane:
             "--node-ip=10.1.0.1",
             f"--server-address=127.0.0.1:{port}",
         ]
-        self._start_component("kwok", argv, health_url=f"http://127.0.0.1:{port}/healthz")
+        self.start_component("kwok", argv, health_url=f"http://127.0.0.1:{port}/healthz")
 
-    def _start_component(self, name: str, argv: list[str], health_url: str | None = None) -> None:
+    def start_component(self, name: str, argv: list[str], health_url: str | None = None) -> None:
+        """Start a process that stops with the plane and wait until ``health_url`` (default:
+        its ``--secure-port``'s /healthz) answers; its log goes to ``logs/<name>.log``."""
         if health_url is None:
             port = next((a.split("=", 1)[1] for a in argv if a.startswith("--secure-port=")), None)
             health_url = f"https://127.0.0.1:{port}/healthz" if port else None

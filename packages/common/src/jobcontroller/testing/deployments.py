@@ -19,7 +19,7 @@ import yaml
 
 from jobcontroller.runtime.kube import SERVICE_ACCOUNTS, KubeApi
 from jobcontroller.testing import yamlfast
-from jobcontroller.testing.controlplane import free_port
+from jobcontroller.testing.ports import free_port
 
 __all__ = ["LocalCommand", "deployment_command", "render_kustomize", "token_kubeconfig"]
 

@@ -44,8 +44,8 @@ from jobcontroller.testing.controlplane import (
     START_TIMEOUT,
     ControlPlane,
     _die_with_parent,
-    free_port,
 )
+from jobcontroller.testing.ports import free_port
 
 ENV_VAR = "JOBCONTROLLER_KUEUE_BIN"
 GROUP = "kueue.x-k8s.io"

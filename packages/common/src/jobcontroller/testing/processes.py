@@ -25,7 +25,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jobcontroller.testing.controlplane import free_port
+from jobcontroller.testing.ports import free_port
 
 __all__ = ["MemoryCgroup", "OperatorProcess", "parse_quantity_bytes"]
 

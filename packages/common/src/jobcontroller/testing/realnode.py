@@ -35,18 +35,19 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import yaml
 
-if TYPE_CHECKING:
-    from jobcontroller.testing.controlplane import ControlPlane
+from jobcontroller.testing.certs import CertificateAuthority
+from jobcontroller.testing.ports import free_port
 
 __all__ = [
     "BRIDGE",
     "NODE_IP",
     "POD_CIDR",
     "REAL_NODE_LABEL",
+    "Plane",
     "RealNode",
     "RealNodeError",
     "find_node_binaries",
@@ -109,9 +110,32 @@ def _run(*argv: str, check: bool = True, quiet: bool = False) -> subprocess.Comp
     )
 
 
+class Plane(Protocol):
+    """What a real node needs of the control plane it joins (``ControlPlane`` is one)."""
+
+    @property
+    def workdir(self) -> Path | None: ...
+
+    @property
+    def ca(self) -> CertificateAuthority: ...
+
+    @property
+    def ca_file(self) -> Path: ...
+
+    def kubeconfig_text(self, cert: bytes, key: bytes, *, user: str) -> str: ...
+
+    def start_component(
+        self, name: str, argv: list[str], health_url: str | None = None
+    ) -> None: ...
+
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any: ...
+
+    def log_tail(self, name: str, lines: int = 30) -> str: ...
+
+
 @dataclass
 class RealNode:
-    plane: ControlPlane
+    plane: Plane
     name: str = "real-node-0"
     images: list[Path] = field(default_factory=list)
     """OCI archives imported into containerd before the kubelet starts."""
@@ -197,11 +221,11 @@ class RealNode:
         self._wait_ready()
 
     def _start(self, name: str, argv: list[str], health_url: str | None = None) -> None:
-        self.plane._start_component(name, argv, health_url=health_url)
+        self.plane.start_component(name, argv, health_url=health_url)
 
     def _write_configs(self) -> None:
         d = self.dir
-        ca = self.plane._ca
+        ca = self.plane.ca
         pki = d / "pki"
         pki.mkdir(parents=True, exist_ok=True)
         self.kubelet_cert, self.kubelet_key = ca.serving(hosts=[self.name], ips=[NODE_IP]).write(
@@ -213,7 +237,7 @@ class RealNode:
             ("system:coredns", ["system:masters"], "coredns.kubeconfig"),
         ):
             pair = ca.client(user=user, groups=groups)
-            (d / fname).write_text(self.plane._kubeconfig_text(pair.cert, pair.key, user=user))
+            (d / fname).write_text(self.plane.kubeconfig_text(pair.cert, pair.key, user=user))
         # containerd: everything of its own under d; no plugin we do not use.
         (d / "cni" / "net.d").mkdir(parents=True, exist_ok=True)
         (d / "containerd.toml").write_text(
@@ -350,8 +374,6 @@ disabled_plugins = [
         )
 
     def _port(self, name: str) -> int:
-        from jobcontroller.testing.controlplane import free_port
-
         ports: dict[str, int] = self.__dict__.setdefault("_ports", {})
         if name not in ports:
             ports[name] = free_port()
@@ -389,8 +411,7 @@ disabled_plugins = [
                 if any(c["type"] == "Ready" and c["status"] == "True" for c in conds):
                     return
             time.sleep(0.5)
-        kubelet = self.plane._procs.get("kubelet")
-        tail = kubelet.log_tail(40) if kubelet else ""
+        tail = self.plane.log_tail("kubelet", 40)
         raise RealNodeError(
             f"node {self.name} not Ready after {timeout:.0f}s; conditions: "
             f"{json.dumps((node.get('status') or {}).get('conditions'), indent=1)}\n{tail}"
