@@ -351,6 +351,9 @@ class JobController(Generic[JobT]):
     ) -> None:
         return None
 
+    def cluster_env_bytes(self, job: JobT, rtype: str, *, config: PlanConfig) -> int:
+        return 0
+
     def update_status(
         self,
         job: JobT,

@@ -52,8 +52,24 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
         "--max-pods-per-job",
         type=_non_negative_int,
         default=defaults.max_pods_per_job,
-        help="a job asking for more pods fails validation with a condition saying so; "
-        "0 means no limit",
+        help="a job asking for more pods fails validation with a condition saying so, before "
+        "anything is built; 0 means no limit (default 100000, the largest Indexed Job "
+        "Kubernetes accepts)",
+    )
+    parser.add_argument(
+        "--max-object-bytes",
+        type=_non_negative_int,
+        default=defaults.max_object_bytes,
+        help="the largest object the API server stores (etcd's --max-request-bytes): a job "
+        "whose pods would be larger (their cluster env lists every replica) fails validation "
+        "before any pod is created; 0 turns the check off (default 1572864, 1.5 MiB)",
+    )
+    parser.add_argument(
+        "--max-bytes-per-reconcile",
+        type=_non_negative_int,
+        default=defaults.max_bytes_per_reconcile,
+        help="estimated bytes of pod bodies one reconcile may plan: a job of big pods creates "
+        "fewer per pass; 0 means no limit (default 16 MiB)",
     )
     parser.add_argument(
         "--max-writes-per-reconcile",
@@ -112,7 +128,15 @@ def plan_config(settings: Settings, *, pod_group_available: bool | None = None) 
         gang_scheduler_name=gang,
         pod_group_available=bool(gang) and available,
         cluster_domain=str(settings.extras.get("cluster_domain") or ""),
-        max_pods_per_job=int(settings.extras.get("max_pods_per_job") or 0),
+        max_pods_per_job=int(
+            settings.extras.get("max_pods_per_job", PlanConfig().max_pods_per_job)
+        ),
+        max_object_bytes=int(
+            settings.extras.get("max_object_bytes", PlanConfig().max_object_bytes)
+        ),
+        max_bytes_per_reconcile=int(
+            settings.extras.get("max_bytes_per_reconcile", PlanConfig().max_bytes_per_reconcile)
+        ),
         max_writes_per_reconcile=int(
             settings.extras.get("max_writes_per_reconcile", PlanConfig().max_writes_per_reconcile)
         ),

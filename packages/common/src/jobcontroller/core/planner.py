@@ -70,6 +70,7 @@ from jobcontroller.core.replicas import (
     finished_at,
     group_by_index,
     is_terminating,
+    missing_indices,
     phase,
     pods_by_rtype,
     replica_pods,
@@ -82,6 +83,7 @@ from jobcontroller.core.restart import (
     failed_pod_verdict,
     past_backoff_limit,
 )
+from jobcontroller.core.sizing import pod_bytes_hint, size_errors
 from jobcontroller.core.types import (
     POD,
     POD_GROUP,
@@ -137,6 +139,9 @@ def plan(
         hook = getattr(fw, "tolerated", None)
         tolerated: list[str] = list(hook(job)) if hook is not None else []
         errors = [e for e in fw.validate(job) if e not in tolerated] + _pod_limit_errors(ctx)
+        if not errors:
+            # Only for a job that is otherwise valid: its templates are sound to build from.
+            errors = size_errors(fw, job, rtypes=fw.pod_replica_types(job), config=config)
         if errors:
             fail(
                 ctx,
@@ -557,20 +562,21 @@ def _sync_pod_group(ctx: PlanContext) -> bool:
 
 
 def _reconcile_pods(ctx: PlanContext, slots: ReplicaPods) -> None:
+    """Create the missing pods (as many as the pass's budgets allow), then delete those past
+    the replica count. Work follows what exists and the batch, never the replica count: the
+    missing indices are found by a lazy scan that stops with the budget."""
     job, rtype = ctx.job, slots.rtype
     spec = job.replica_specs()[rtype]
     warned_restart = warned_scheduler = False
-    for index in sorted(set(range(slots.replicas)) | set(slots.by_index)):
-        pods = slots.by_index.get(index, ())
-        if index >= slots.replicas:
-            for pod in pods:
-                ctx.delete(POD, pod, reason="scale-down")
-            continue
-        if pods:
-            continue
+    size: int | None = None
+    for index in missing_indices(slots.replicas, slots.by_index):
         name = replica_name(job_name=job.name, rtype=rtype, index=index)
-        if not ctx.claimable(POD, name) or not ctx.spend():
+        if not ctx.claimable(POD, name):
             continue
+        if size is None:
+            size = pod_bytes_hint(ctx.fw, job, rtype=rtype, config=ctx.config)
+        if not ctx.spend(size=size):
+            break
         built = build_pod(ctx.fw, job, rtype=rtype, index=index, spec=spec, config=ctx.config)
         ctx.actions.append(
             CreateObject(kind=POD, body=built.body, expectation=ctx.expectation(POD, rtype))
@@ -591,6 +597,9 @@ def _reconcile_pods(ctx: PlanContext, slots: ReplicaPods) -> None:
                 f"{rtype}: the pod template names its own scheduler, which is kept; its pods "
                 f"may not be gang-scheduled",
             )
+    for index in sorted(i for i in slots.by_index if i >= slots.replicas):
+        for pod in slots.by_index[index]:
+            ctx.delete(POD, pod, reason="scale-down")
 
 
 def _reconcile_services(ctx: PlanContext, rtype: str, wanted: int) -> None:
@@ -599,12 +608,12 @@ def _reconcile_services(ctx: PlanContext, rtype: str, wanted: int) -> None:
         return
     mine = pods_by_rtype(ctx.observed.services, rtypes=[rtype])[rtype]
     by_index = group_by_index(mine, offset=index_offset(ctx.fw, job, rtype))
-    for index in range(wanted):
-        if by_index.get(index):
-            continue
+    for index in missing_indices(wanted, by_index):
         name = replica_name(job_name=job.name, rtype=rtype, index=index)
-        if not ctx.claimable(SERVICE, name) or not ctx.spend():
+        if not ctx.claimable(SERVICE, name):
             continue
+        if not ctx.spend():
+            break
         body = build_service(ctx.fw, job, rtype=rtype, index=index, spec=job.replica_specs()[rtype])
         ctx.actions.append(
             CreateObject(kind=SERVICE, body=body, expectation=ctx.expectation(SERVICE, rtype))

@@ -13,9 +13,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, Protocol, TypeVar
 
-from jobcontroller.api.common import JobModel, JobStatus
+from jobcontroller.api.common import MAX_REPLICAS, JobModel, JobStatus
 
 Obj = dict[str, Any]
+
+#: The largest object the API server can store: etcd's default ``--max-request-bytes``
+#: (1.5 MiB). A pod over it is refused whatever is retried (``PlanConfig.max_object_bytes``).
+MAX_OBJECT_BYTES = 1_572_864
 
 #: Kinds the base knows how to create and delete. Frameworks may add others through
 #: ``extra_objects`` as long as the controller was told their Resource (see JobController).
@@ -110,9 +114,19 @@ class PlanConfig:
     jobs nor holds thousands of pod bodies (each with a cluster-wide TF_CONFIG) in memory at
     once: memory follows this number, not the replica count. The batch Job controller's is 500;
     ours is lower because a TFJob's pod body grows with the job's size."""
-    max_pods_per_job: int = 0
+    max_bytes_per_reconcile: int = 16 * 2**20
+    """Estimated bytes of pod bodies one reconcile may plan (``--max-bytes-per-reconcile``):
+    a pass stops creating once its bodies exceed it, so a job of 1 MB pods never holds
+    hundreds of them at once; 0 means no limit. A pass always plans at least one object."""
+    max_pods_per_job: int = MAX_REPLICAS
     """A job asking for more pods than this fails validation with a message that says so
-    (``--max-pods-per-job``); 0 means no limit."""
+    (``--max-pods-per-job``), before anything is built; 0 means no limit. The default is the
+    largest Indexed Job Kubernetes itself accepts (completions up to 100,000)."""
+    max_object_bytes: int = MAX_OBJECT_BYTES
+    """The largest object the API server stores (etcd's ``--max-request-bytes``, 1.5 MiB by
+    default; ``--max-object-bytes``). A job whose pods would be larger (their cluster env
+    lists every replica) fails validation before any pod is created: none could ever be
+    stored."""
     create_failure_threshold: int = 3
     """Identical creation failures in a row after which the job shows them: a permanent error
     (the API server found the object invalid) fails the job with the server's message, any
@@ -372,6 +386,14 @@ class FrameworkOf(Protocol[JobT]):
     ) -> None:
         """Mutate a pod template copy: cluster env (TF_CONFIG, MASTER_ADDR...), init
         containers, hostname/subdomain, volumes."""
+        ...
+
+    def cluster_env_bytes(self, job: JobT, rtype: str, *, config: PlanConfig) -> int:
+        """The bytes (compact pod JSON) of what ``set_cluster_spec`` writes into the largest
+        pod of ``rtype`` that grows with the job: env values listing replicas (TF_CONFIG,
+        WORKER_ADDRS), counted once per container that gets them. Arithmetic in the number of
+        replica types, never by building the values (core/sizing.py). 0 when nothing grows;
+        frameworks without the hook count as 0."""
         ...
 
     def update_status(
