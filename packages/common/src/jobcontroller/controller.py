@@ -39,6 +39,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from jobcontroller.api.common import JobStatus
 from jobcontroller.api.crd import build_crd
 from jobcontroller.core.conditions import is_finished
+from jobcontroller.core.crashes import Standing
 from jobcontroller.core.names import is_controlled_by
 from jobcontroller.core.nodes import node_state
 from jobcontroller.core.planner import plan
@@ -63,6 +64,7 @@ from jobcontroller.core.types import (
     PlanConfig,
     ReplicaPods,
 )
+from jobcontroller.crashguard import CrashGuard
 from jobcontroller.runtime.events import EventRecorder
 from jobcontroller.runtime.expectations import Expectations
 from jobcontroller.runtime.informer import (
@@ -305,6 +307,8 @@ class JobController(Generic[JobT]):
         # When each job's status was last written by this process (monotonic seconds): one
         # entry per job at most, dropped when the job goes.
         self._status_written: dict[str, float] = {}
+        self.crash_guard: CrashGuard | None = None
+        """The process's crash-loop guard (jobcontroller/crashguard.py); None: no guard."""
 
     # ----------------------------------------------------------------- Framework defaults
 
@@ -509,6 +513,8 @@ class JobController(Generic[JobT]):
         self._foreign.pop(key, None)
         self._create_failures.pop(key, None)
         self._status_written.pop(key, None)
+        if self.crash_guard is not None:
+            self.crash_guard.forget(self.kind, key)
 
     def _owner_job_key(self, obj: Obj) -> tuple[str | None, bool]:
         """The key of the job that controls ``obj`` (and True), or, for other objects wearing
@@ -577,6 +583,11 @@ class JobController(Generic[JobT]):
             lookup=lookup,
             controlled_by=controlled_by,
             create_failure=self._create_failures.get(f"{ns}/{meta.get('name', '')}"),
+            crashes=(
+                self.crash_guard.crashes(self.kind, f"{ns}/{meta.get('name', '')}", uid)
+                if self.crash_guard is not None
+                else 0
+            ),
             # Before the node cache has synced, a missing node proves nothing.
             node=node if nodes is not None and nodes.has_synced else None,
         )
@@ -601,7 +612,12 @@ class JobController(Generic[JobT]):
                 self._forget(key)
                 return None
         with structlog.contextvars.bound_contextvars(uid=raw["metadata"].get("uid")):
-            return await self._reconcile_job(key, raw)
+            if self.crash_guard is None:
+                return await self._reconcile_job(key, raw)
+            async with self.crash_guard.working(self.kind, raw) as standing:
+                if standing == Standing.ABANDONED:
+                    return None
+                return await self._reconcile_job(key, raw)
 
     async def _reconcile_job(self, key: str, raw: Obj) -> float | None:
         now = self._clock()

@@ -11,6 +11,7 @@ import asyncio
 import os
 import re
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ import structlog
 
 from jobcontroller.controller import JobController, pod_group_resource
 from jobcontroller.core.types import PlanConfig
+from jobcontroller.crashguard import CrashGuard
 from jobcontroller.manifests import DEFAULT_IMAGE, crds, operator_manifests, to_yaml
 from jobcontroller.runtime.flags import Settings, parse_settings
 from jobcontroller.runtime.kube import CRDS, ApiError, KubeApi
@@ -26,6 +28,7 @@ from jobcontroller.runtime.runner import run_operator
 
 __all__ = [
     "add_job_flags",
+    "crash_guard",
     "plan_config",
     "pod_group_crd_installed",
     "run_job_operator",
@@ -78,6 +81,15 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
         help="pods and services one reconcile of a job may create or delete; the rest follows "
         "in later passes, so a huge job neither starves the others nor holds thousands of pod "
         "bodies in memory; 0 means no limit",
+    )
+    parser.add_argument(
+        "--state-dir",
+        default=None,
+        metavar="DIR",
+        help="where the crash-loop guard notes the jobs being worked on, so that a job the "
+        "operator keeps dying on is failed (reason OperatorCrashed) instead of planned again; "
+        "keep it on a volume that outlives the container (the Deployment mounts an emptyDir "
+        "at /tmp); empty turns the guard off (default: <temp dir>/<operator>-state)",
     )
     parser.add_argument(
         "--node-lost-grace-period",
@@ -144,6 +156,23 @@ def plan_config(settings: Settings, *, pod_group_available: bool | None = None) 
             settings.extras.get("node_lost_grace_period", PlanConfig().node_lost_grace_seconds)
         ),
     )
+
+
+def state_dir(name: str, settings: Settings) -> str:
+    """``--state-dir``, or its default under the system's temporary directory."""
+    given = settings.extras.get("state_dir")
+    if given is not None:
+        return str(given)
+    return os.path.join(tempfile.gettempdir(), f"{name}-state")
+
+
+def crash_guard(name: str, settings: Settings) -> CrashGuard | None:
+    """The process's crash-loop guard (one for all its controllers); None when turned off."""
+    where = state_dir(name, settings)
+    if not where:
+        log.warning("the crash-loop guard is off (--state-dir is empty)")
+        return None
+    return CrashGuard.open(where)
 
 
 async def pod_group_crd_installed(api: KubeApi, gang_scheduler_name: str) -> bool:
@@ -269,6 +298,10 @@ def run_job_operators(
     available = _detect_pod_groups(parse_settings(name=name, argv=argv, add_flags=flags))
 
     def build(settings: Settings, manager: Manager) -> list[Controller]:
-        return list(controllers(plan_config(settings, pod_group_available=available), settings))
+        built = list(controllers(plan_config(settings, pod_group_available=available), settings))
+        guard = crash_guard(name, settings)
+        for controller in built:
+            controller.crash_guard = guard
+        return list(built)
 
     return run_operator(name=name, argv=argv, build=build, add_flags=flags)

@@ -39,6 +39,7 @@ from jobcontroller.core.conditions import (
     set_condition,
 )
 from jobcontroller.core.context import PlanContext, aware
+from jobcontroller.core.crashes import QUARANTINE_CRASHES, quarantine_plan
 from jobcontroller.core.gang import plan_gang, restart_all
 from jobcontroller.core.lifecycle import (
     REASON_FAILED_CREATE,
@@ -121,6 +122,13 @@ def plan(
     if _managed_elsewhere(raw_job, own=fw.model.MANAGED_BY_SELF) or is_terminating(raw_job):
         return Plan()
     exact_now = aware(now)
+    if observed.crashes >= QUARANTINE_CRASHES:
+        # The operator died planning this job, twice: fail it without planning it.
+        quarantined = quarantine_plan(
+            kind=fw.model.KIND, raw_job=raw_job, crashes=observed.crashes, now=exact_now
+        )
+        if quarantined is not None:
+            return quarantined
     try:
         job = fw.set_defaults(fw.model.parse(raw_job))
     except ValueError as err:  # pydantic's ValidationError is a ValueError

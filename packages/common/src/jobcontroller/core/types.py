@@ -189,6 +189,10 @@ class Observed:
     node: Callable[[str], NodeState | None] | None = None
     """``node(name)``: the state of a node, None when no such node exists. The attribute is
     None when nodes are not watched (NodeLost is off) or their cache has not synced yet."""
+    crashes: int = 0
+    """Times in a row the operator died while working on this job (core/crashes.py): from
+    ``QUARANTINE_CRASHES`` on, an unfinished job is failed with reason OperatorCrashed
+    instead of being planned."""
 
 
 @dataclass(frozen=True, slots=True)
