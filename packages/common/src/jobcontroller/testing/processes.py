@@ -207,6 +207,15 @@ class OperatorProcess:
                         self.peak_rss = max(self.peak_rss, int(line.split()[1]) * 1024)
         return self.peak_rss
 
+    def rss(self) -> int:
+        """The process's resident memory now (VmRSS, bytes); 0 when it is not running."""
+        if self.alive:
+            with contextlib.suppress(OSError):
+                for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) * 1024
+        return 0
+
     def readiness(self) -> dict[str, object] | None:
         """/readyz's JSON (``leader``, ``synced``...), or None when it does not answer."""
         url = f"http://127.0.0.1:{self.health_port}/readyz"
