@@ -4,8 +4,9 @@
 Every pod of a distributed TFJob carries a TF_CONFIG naming every replica: about 48 bytes per
 worker (more with a long namespace), so 100,000 workers make each pod 5 MB or more, over three
 times what the API server stores (etcd's 1.5 MiB). With the pod ceiling raised far past it, the
-job is still failed at its first reconcile, with the estimated size, the limit and the excess in its condition and a Warning
-event, and no pod or Service is ever created. The time from creation to Failed is printed.
+job is still failed at its first reconcile, with the estimated size, the limit and the excess
+in its condition and a Warning event, and no pod or Service is ever created. The time from
+creation to Failed is printed.
 """
 
 from __future__ import annotations

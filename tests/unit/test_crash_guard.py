@@ -22,7 +22,7 @@ from jobcontroller.core.crashes import (
     crash_key,
     quarantine_plan,
 )
-from jobcontroller.crashguard import STATE_FILE_NAME, CrashGuard
+from jobcontroller.crashguard import COMPACT_EVERY, STATE_FILE_NAME, CrashGuard
 
 NOW = dt.datetime(2024, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 KEY = crash_key("DemoJob", "ns/demo")
@@ -215,3 +215,29 @@ def test_an_unwritable_state_dir_turns_the_guard_off_without_failing(tmp_path: P
             assert standing == Standing.CLEAR
 
     asyncio.run(one())
+
+
+def test_the_log_replays_appended_lines_and_ignores_a_torn_last_one() -> None:
+    record = CrashRecord(crashes={"TFJob:a/b": ("u2", 1)})
+    text = record.to_text()
+    text += record.begin(KEY, "u1")
+    text += record.end("TFJob:a/b", completed=True)
+    text += record.begin("TFJob:a/c", "u3")
+    text += record.end("TFJob:a/c", completed=False)
+    text += '["in","TFJob:a/torn","u'  # the process died inside this write
+    again = CrashRecord.from_text(text)
+    assert again.in_flight == {KEY: "u1"}
+    assert again.crashes == {}
+
+
+async def test_the_file_is_compacted_and_says_the_same_after(tmp_path: Path) -> None:
+    guard = CrashGuard.open(tmp_path)
+    for i in range(COMPACT_EVERY + 10):
+        async with guard.working("DemoJob", _job(f"j{i % 7}", "u")):
+            pass
+    await _crash_inside(guard, _job("last", "u9"))
+    path = tmp_path / STATE_FILE_NAME
+    assert path.stat().st_size < 4096  # compacted, not 4,000 lines
+    reopened = CrashGuard.open(tmp_path)
+    assert reopened.crashes("DemoJob", "ns/last", "u9") == 1
+    assert reopened.crashes("DemoJob", "ns/j1", "u") == 0

@@ -1,11 +1,12 @@
 """``CrashGuard``: the crash-loop guard of one operator process (core/crashes.py decides).
 
 Before a controller plans a job it notes the job as in flight in a state file
-(runtime/statefile.py) and takes the note off when the reconcile ends; no API write is
-involved. A process that starts and finds notes left there died working on those jobs: each
-gets a crash counted. A job counted once is a suspect, reconciled alone; twice, it is failed
-with reason OperatorCrashed instead of being planned (``Observed.crashes`` tells the planner);
-three times, it is left alone. Every other job is served as usual throughout.
+(runtime/statefile.py: one appended line, a compact rewrite every :data:`COMPACT_EVERY` lines)
+and takes the note off when the reconcile ends; no API write is involved. A process that starts
+and finds notes left there died working on those jobs: each gets a crash counted. A job counted
+once is a suspect, reconciled alone; twice, it is failed with reason OperatorCrashed instead of
+being planned (``Observed.crashes`` tells the planner); three times, it is left alone. Every
+other job is served as usual throughout.
 
 One guard serves every controller of the process (the training-operator runs six), so keys
 carry the job's kind. ``--state-dir`` says where the file lives; the Deployment mounts an
@@ -31,13 +32,15 @@ import structlog
 from jobcontroller.core.crashes import ABANDON_CRASHES, CrashRecord, Standing, crash_key
 from jobcontroller.runtime.statefile import StateFile
 
-__all__ = ["CRASH_ON_JOB_ENV", "STATE_FILE_NAME", "CrashGuard"]
+__all__ = ["COMPACT_EVERY", "CRASH_ON_JOB_ENV", "STATE_FILE_NAME", "CrashGuard"]
 
 log = structlog.get_logger(__name__)
 
 #: Test hook (see the module docstring).
 CRASH_ON_JOB_ENV = "JOBCONTROLLER_CRASH_ON_JOB"
-STATE_FILE_NAME = "in-flight.json"
+STATE_FILE_NAME = "in-flight.jsonl"
+#: Appended lines after which the file is rewritten as a snapshot (a few hundred KB at most).
+COMPACT_EVERY = 2000
 
 
 def _finished(job: dict[str, Any]) -> bool:
@@ -63,7 +66,7 @@ class CrashGuard:
         state = StateFile(Path(state_dir) / STATE_FILE_NAME)
         record = CrashRecord.from_text(state.read())
         died = record.restarted()
-        state.write(record.to_text())
+        state.rewrite(record.to_text())
         for key in died:
             _, count = record.crashes[key]
             log.warning(
@@ -83,8 +86,7 @@ class CrashGuard:
         entry = crash_key(kind, key)
         self._abandoned_logged.discard(entry)
         if entry in self._record.crashes or entry in self._record.in_flight:
-            self._record.forget(entry)
-            self._save()
+            self._save(self._record.forget(entry))
 
     @contextlib.asynccontextmanager
     async def working(self, kind: str, job: dict[str, Any]) -> AsyncIterator[Standing]:
@@ -105,8 +107,7 @@ class CrashGuard:
             yield standing
             return
         async with self._suspects if standing != Standing.CLEAR else contextlib.nullcontext():
-            self._record.begin(entry, uid)
-            self._save()
+            self._save(self._record.begin(entry, uid))
             if self._crash_on == key and standing < Standing.QUARANTINED and not _finished(job):
                 # The test hook: dying as planning this job would (a quarantined job is not
                 # planned, a finished one only cleaned up).
@@ -116,8 +117,7 @@ class CrashGuard:
                 yield standing
                 completed = True
             finally:
-                self._record.end(entry, completed=completed)
-                self._save()
+                self._save(self._record.end(entry, completed=completed))
 
     def statistics(self) -> dict[str, int]:
         """Entries in the record and file writes so far."""
@@ -127,5 +127,8 @@ class CrashGuard:
             "writes": self._state.writes,
         }
 
-    def _save(self) -> None:
-        self._state.write(self._record.to_text())
+    def _save(self, line: str) -> None:
+        if self._state.appends >= COMPACT_EVERY:
+            self._state.rewrite(self._record.to_text())
+        else:
+            self._state.append(line)

@@ -52,7 +52,7 @@ REASON_OPERATOR_CRASHED = "OperatorCrashed"
 #: job goes. This only bounds a pathological history.
 MAX_RECORDED = 4096
 
-_VERSION = 1
+_VERSION = 2
 
 
 class Standing(IntEnum):
@@ -75,7 +75,12 @@ def crash_key(kind: str, key: str) -> str:
 
 @dataclass(slots=True)
 class CrashRecord:
-    """Jobs in flight (key -> UID) and crash counts (key -> (UID, count))."""
+    """Jobs in flight (key -> UID) and crash counts (key -> (UID, count)).
+
+    Its text is a log of JSON lines, replayed in order: a snapshot (what :meth:`to_text`
+    writes) followed by the lines the changing methods return, which the caller appends as
+    they happen (one small write each; a torn last line is ignored).
+    """
 
     in_flight: dict[str, str] = field(default_factory=dict)
     crashes: dict[str, tuple[str, int]] = field(default_factory=dict)
@@ -86,7 +91,8 @@ class CrashRecord:
 
     def restarted(self) -> list[str]:
         """Count a crash against every job still in flight (the process died working on
-        them); returns their keys. Call once, when a new process opens the record."""
+        them); returns their keys. Call once, when a new process opens the record, and write
+        the snapshot afterwards."""
         died = list(self.in_flight)
         for key, uid in self.in_flight.items():
             before = self.count(key, uid)
@@ -96,20 +102,24 @@ class CrashRecord:
         self._trim()
         return died
 
-    def begin(self, key: str, uid: str) -> None:
+    def begin(self, key: str, uid: str) -> str:
+        """The job is being worked on; returns the line to append."""
         self.in_flight[key] = uid
         self._trim()
+        return _line(_BEGIN, key, uid)
 
-    def end(self, key: str, *, completed: bool) -> None:
+    def end(self, key: str, *, completed: bool) -> str:
         """The reconcile ended: in flight no more; a completed one clears the count."""
         self.in_flight.pop(key, None)
         if completed:
             self.crashes.pop(key, None)
+        return _line(_END, key, completed)
 
-    def forget(self, key: str) -> None:
+    def forget(self, key: str) -> str:
         """The job is gone."""
         self.in_flight.pop(key, None)
         self.crashes.pop(key, None)
+        return _line(_FORGET, key)
 
     def __len__(self) -> int:
         return len(self.in_flight) + len(self.crashes)
@@ -120,38 +130,50 @@ class CrashRecord:
                 del entries[next(iter(entries))]
 
     def to_text(self) -> str:
-        body: dict[str, Any] = {
-            "version": _VERSION,
-            "inFlight": self.in_flight,
-            "crashes": {key: [uid, count] for key, (uid, count) in self.crashes.items()},
-        }
-        return json.dumps(body, separators=(",", ":"), sort_keys=False)
+        """A snapshot: the version, then every count and every job in flight."""
+        lines = [_line(_VERSION_TAG, _VERSION)]
+        lines += [_line(_CRASH, key, uid, n) for key, (uid, n) in self.crashes.items()]
+        lines += [_line(_BEGIN, key, uid) for key, uid in self.in_flight.items()]
+        return "".join(lines)
 
     @classmethod
     def from_text(cls, text: str) -> CrashRecord:
-        """The record in ``text``; an empty one for anything unreadable (a torn write, an
-        older format): the guard then starts afresh rather than failing the operator."""
-        try:
-            body = json.loads(text) if text.strip() else {}
-        except ValueError:
-            return cls()
-        if not isinstance(body, dict) or body.get("version") != _VERSION:
-            return cls()
+        """Replay a snapshot and the lines appended after it. Anything unreadable (a torn
+        last line, an unknown version) is skipped or yields an empty record: the guard then
+        starts afresh rather than failing the operator."""
         record = cls()
-        for key, uid in (body.get("inFlight") or {}).items():
-            if isinstance(key, str) and isinstance(uid, str):
-                record.in_flight[key] = uid
-        for key, entry in (body.get("crashes") or {}).items():
-            if (
-                isinstance(key, str)
-                and isinstance(entry, list)
-                and len(entry) == 2
-                and isinstance(entry[0], str)
-                and isinstance(entry[1], int)
-            ):
-                record.crashes[key] = (entry[0], entry[1])
+        lines = text.splitlines()
+        if not lines or _parse(lines[0]) != [_VERSION_TAG, _VERSION]:
+            return record
+        for raw in lines[1:]:
+            item = _parse(raw)
+            match item:
+                case [str(tag), str(key), str(uid)] if tag == _BEGIN:
+                    record.in_flight[key] = uid
+                case [str(tag), str(key), bool(completed)] if tag == _END:
+                    record.end(key, completed=completed)
+                case [str(tag), str(key)] if tag == _FORGET:
+                    record.forget(key)
+                case [str(tag), str(key), str(uid), int(n)] if tag == _CRASH:
+                    record.crashes[key] = (uid, n)
+                case _:
+                    continue
         record._trim()
         return record
+
+
+_VERSION_TAG, _BEGIN, _END, _FORGET, _CRASH = "v", "in", "out", "gone", "crash"
+
+
+def _line(*items: object) -> str:
+    return json.dumps(items, separators=(",", ":")) + "\n"
+
+
+def _parse(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
 
 
 def quarantine_message(kind: str, name: str, crashes: int) -> str:
