@@ -1,12 +1,13 @@
 """Property-based fuzzing of job specs for every kind, against the three operators as processes.
 
 Hypothesis builds TFJobs, PyTorchJobs and MPIJobs from valid and invalid parts: replica counts
-(0, huge, negative, past int32), restart policies, replica types in any case and unknown ones,
-pod templates with bad ports, duplicate containers, bad quantities, missing images, run
-policies, nprocPerNode and slotsPerWorker values, names near and past the length limits. Each
-job must be rejected at admission with a message, or reach a terminal state with a reason, or
-run (it has pods and no error); and no operator may die or restart. The operators run with
-``--max-pods-per-job=40`` so a huge job is refused by the operator with a condition, not built.
+(0, huge, negative, past the 100,000 ceiling and int32), restart policies, replica types in
+any case and unknown ones, pod templates with bad ports, duplicate containers, bad quantities,
+missing images, run policies, nprocPerNode, slotsPerWorker and elastic maxReplicas values
+(past their ceilings too), names near and past the length limits. Each job must be rejected at
+admission with a message, or reach a terminal state with a reason, or run (it has pods and no
+error); and no operator may die or restart. The operators run with ``--max-pods-per-job=40``
+so a huge job is refused by the operator with a condition, not built.
 
 The examples are derandomized, so a CI run is reproducible; ``FUZZ_EXAMPLES`` sets how many.
 """
@@ -88,7 +89,9 @@ def replica_spec(draw: st.DrawFn, kind: str, mode: str) -> Obj:
         "spec": {"containers": containers},
     }
     spec: Obj = {"template": template}
-    replicas = _pick(draw, mode, [None, 1, 2, 3], [], [0, -1, 2**31, 1000])
+    # 1000 passes admission and is failed by --max-pods-per-job=40; past 100,000 admission
+    # refuses (the replica ceiling, issue 30).
+    replicas = _pick(draw, mode, [None, 1, 2, 3], [], [0, -1, 2**31, 2**31 - 1, 100_001, 1000])
     if replicas is not None:
         spec["replicas"] = replicas
     policy = _pick(
@@ -139,14 +142,17 @@ def job(draw: st.DrawFn) -> Obj:
     if run_policy:
         spec["runPolicy"] = run_policy
     if kind == "PyTorchJob":
-        nproc = _pick(draw, mode, [None, "auto", "4"], [], ["abc", "0", "-1"])
+        nproc = _pick(
+            draw, mode, [None, "auto", "4", "1024"], [], ["abc", "0", "-1", "1025", "2147483647"]
+        )
         if nproc is not None:
             spec["nprocPerNode"] = nproc
         backend = _pick(draw, mode, [None, "c10d"], [], ["zookeeper"])
+        most = _pick(draw, mode, [3], [], [2**31 - 1, 100_001])
         if backend is not None and "Worker" in specs:
-            spec["elasticPolicy"] = {"rdzvBackend": backend, "minReplicas": 1, "maxReplicas": 3}
+            spec["elasticPolicy"] = {"rdzvBackend": backend, "minReplicas": 1, "maxReplicas": most}
     if kind == "MPIJob":
-        slots = _pick(draw, mode, [None, 1, 2], [], [0, 2**31])
+        slots = _pick(draw, mode, [None, 1, 2, 1024], [], [0, 2**31, 1025, 100_000])
         if slots is not None:
             spec["slotsPerWorker"] = slots
     return {

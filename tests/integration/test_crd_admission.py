@@ -307,13 +307,13 @@ REJECTED: list[Any] = [
     pytest.param(
         _tfjob,
         _set(f"{TF_WORKER}.replicas", 2**31),
-        ["replicas", "should be less than or equal to 2147483647"],
+        ["replicas", "should be less than or equal to 100000"],
         id="tf-replicas-past-int32",
     ),
     pytest.param(
         _mpijob,
         _set(f"{MPI}.Worker.replicas", 2**63 - 1),
-        ["replicas", "should be less than or equal to 2147483647"],
+        ["replicas", "should be less than or equal to 100000"],
         id="mpi-replicas-int64",
     ),
     pytest.param(
@@ -337,7 +337,7 @@ REJECTED: list[Any] = [
     pytest.param(
         _mpijob,
         _set("spec.slotsPerWorker", 2**31),
-        ["slotsPerWorker", "should be less than or equal to 2147483647"],
+        ["slotsPerWorker", "should be less than or equal to 1024"],
         id="mpi-slots-past-int32",
     ),
     *(

@@ -104,7 +104,7 @@ async def test_docs_example_is_stored_as_sent(
         ),
         pytest.param(
             _set("spec.elasticPolicy", {"maxReplicas": 2**31}),
-            ["elasticPolicy.maxReplicas", "less than or equal to 2147483647"],
+            ["elasticPolicy.maxReplicas", "less than or equal to 100000"],
             id="elastic-past-int32",
         ),
     ],

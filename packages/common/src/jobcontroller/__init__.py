@@ -89,6 +89,13 @@ from jobcontroller.core import (
 )
 from jobcontroller.core.podgroup import decorate_template, gang_enabled
 from jobcontroller.core.quantity import parse_quantity
+from jobcontroller.core.sizing import (
+    MAX_CONFIGMAP_BYTES,
+    decimal_digits,
+    json_bytes,
+    listed_names_bytes,
+    size_message,
+)
 from jobcontroller.operator import add_job_flags, plan_config, run_job_operator, run_job_operators
 from jobcontroller.runtime.flags import Settings, parse_settings
 from jobcontroller.runtime.kube import (
@@ -112,6 +119,7 @@ __all__ = [
     "JOB_ROLE_MASTER",
     "LABEL_JOB_NAME",
     "MANAGED_BY_SELF",
+    "MAX_CONFIGMAP_BYTES",
     "NOT_TERMINATED_EXIT_CODE",
     "OPERATOR_NAME_LABEL",
     "POD",
@@ -158,6 +166,7 @@ __all__ = [
     "add_job_flags",
     "all_workers",
     "count_replica_status",
+    "decimal_digits",
     "decorate_template",
     "exit_code_of",
     "expectation_key",
@@ -173,6 +182,8 @@ __all__ = [
     "is_succeeded",
     "is_suspended",
     "is_terminating",
+    "json_bytes",
+    "listed_names_bytes",
     "master_decides",
     "new_reason",
     "override",
@@ -194,6 +205,7 @@ __all__ = [
     "set_condition",
     "set_env",
     "set_replica_selectors",
+    "size_message",
     "terminated_state",
     "worker0_decides",
 ]

@@ -242,6 +242,8 @@ def deployment(
                             "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
                         }
                     ],
+                    # /tmp also holds the crash-loop guard's record (--state-dir's default):
+                    # an emptyDir outlives the container's restarts, an OOM kill included.
                     "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
                 },
             },

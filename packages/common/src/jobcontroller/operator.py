@@ -11,6 +11,7 @@ import asyncio
 import os
 import re
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ import structlog
 
 from jobcontroller.controller import JobController, pod_group_resource
 from jobcontroller.core.types import PlanConfig
+from jobcontroller.crashguard import CrashGuard
 from jobcontroller.manifests import DEFAULT_IMAGE, crds, operator_manifests, to_yaml
 from jobcontroller.runtime.flags import Settings, parse_settings
 from jobcontroller.runtime.kube import CRDS, ApiError, KubeApi
@@ -26,6 +28,7 @@ from jobcontroller.runtime.runner import run_operator
 
 __all__ = [
     "add_job_flags",
+    "crash_guard",
     "plan_config",
     "pod_group_crd_installed",
     "run_job_operator",
@@ -52,8 +55,24 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
         "--max-pods-per-job",
         type=_non_negative_int,
         default=defaults.max_pods_per_job,
-        help="a job asking for more pods fails validation with a condition saying so; "
-        "0 means no limit",
+        help="a job asking for more pods fails validation with a condition saying so, before "
+        "anything is built; 0 means no limit (default 100000, the largest Indexed Job "
+        "Kubernetes accepts)",
+    )
+    parser.add_argument(
+        "--max-object-bytes",
+        type=_non_negative_int,
+        default=defaults.max_object_bytes,
+        help="the largest object the API server stores (etcd's --max-request-bytes): a job "
+        "whose pods would be larger (their cluster env lists every replica) fails validation "
+        "before any pod is created; 0 turns the check off (default 1572864, 1.5 MiB)",
+    )
+    parser.add_argument(
+        "--max-bytes-per-reconcile",
+        type=_non_negative_int,
+        default=defaults.max_bytes_per_reconcile,
+        help="estimated bytes of pod bodies one reconcile may plan: a job of big pods creates "
+        "fewer per pass; 0 means no limit (default 16 MiB)",
     )
     parser.add_argument(
         "--max-writes-per-reconcile",
@@ -62,6 +81,15 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
         help="pods and services one reconcile of a job may create or delete; the rest follows "
         "in later passes, so a huge job neither starves the others nor holds thousands of pod "
         "bodies in memory; 0 means no limit",
+    )
+    parser.add_argument(
+        "--state-dir",
+        default=None,
+        metavar="DIR",
+        help="where the crash-loop guard notes the jobs being worked on, so that a job the "
+        "operator keeps dying on is failed (reason OperatorCrashed) instead of planned again; "
+        "keep it on a volume that outlives the container (the Deployment mounts an emptyDir "
+        "at /tmp); empty turns the guard off (default: <temp dir>/<operator>-state)",
     )
     parser.add_argument(
         "--node-lost-grace-period",
@@ -114,6 +142,10 @@ def plan_config(settings: Settings, *, pod_group_available: bool | None = None) 
         pod_group_available=bool(gang) and available,
         cluster_domain=settings.flag("cluster_domain", str, ""),
         max_pods_per_job=settings.flag("max_pods_per_job", int, defaults.max_pods_per_job),
+        max_object_bytes=settings.flag("max_object_bytes", int, defaults.max_object_bytes),
+        max_bytes_per_reconcile=settings.flag(
+            "max_bytes_per_reconcile", int, defaults.max_bytes_per_reconcile
+        ),
         max_writes_per_reconcile=settings.flag(
             "max_writes_per_reconcile", int, defaults.max_writes_per_reconcile
         ),
@@ -121,6 +153,23 @@ def plan_config(settings: Settings, *, pod_group_available: bool | None = None) 
             "node_lost_grace_period", float, defaults.node_lost_grace_seconds
         ),
     )
+
+
+def state_dir(name: str, settings: Settings) -> str:
+    """``--state-dir``, or its default under the system's temporary directory."""
+    given = settings.optional_flag("state_dir", str)
+    if given is not None:
+        return str(given)
+    return os.path.join(tempfile.gettempdir(), f"{name}-state")
+
+
+def crash_guard(name: str, settings: Settings) -> CrashGuard | None:
+    """The process's crash-loop guard (one for all its controllers); None when turned off."""
+    where = state_dir(name, settings)
+    if not where:
+        log.warning("the crash-loop guard is off (--state-dir is empty)")
+        return None
+    return CrashGuard.open(where)
 
 
 async def pod_group_crd_installed(api: KubeApi, gang_scheduler_name: str) -> bool:
@@ -246,6 +295,10 @@ def run_job_operators(
     available = _detect_pod_groups(parse_settings(name=name, argv=argv, add_flags=flags))
 
     def build(settings: Settings, manager: Manager) -> list[Controller]:
-        return list(controllers(plan_config(settings, pod_group_available=available), settings))
+        built = list(controllers(plan_config(settings, pod_group_available=available), settings))
+        guard = crash_guard(name, settings)
+        for controller in built:
+            controller.crash_guard = guard
+        return list(built)
 
     return run_operator(name=name, argv=argv, build=build, add_flags=flags)

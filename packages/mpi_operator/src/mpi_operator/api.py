@@ -14,6 +14,7 @@ from pydantic import ConfigDict, Field
 from jobcontroller import override
 from jobcontroller.api import (
     INT32_MAX,
+    MAX_PROCESSES_PER_POD,
     CleanPodPolicy,
     JobModel,
     JobSpec,
@@ -109,9 +110,13 @@ class MPIJobSpec(JobSpec):
     slots_per_worker: int | None = Field(
         default=None,
         ge=1,
+        # Read up to int32 (jobs stored before the ceiling parse; validation fails them).
         le=INT32_MAX,
-        description="Slots per worker in the hostfile. Defaults to 1.",
-        json_schema_extra={CRD_DEFAULT_KEY: 1},
+        description=(
+            f"Slots (processes) per worker in the hostfile. Defaults to 1. "
+            f"At most {MAX_PROCESSES_PER_POD}."
+        ),
+        json_schema_extra={CRD_DEFAULT_KEY: 1, "maximum": MAX_PROCESSES_PER_POD},
     )
     run_launcher_as_worker: bool | None = Field(
         default=None,
@@ -284,6 +289,9 @@ def validate_mpijob(job: MPIJob, *, old: MPIJob | None = None) -> list[str]:
             errors.append(f"{_SPECS}[{rtype}]: {_MSG_TYPES}")
             continue
         errors += _replica_errors(rtype, replica)
+    slots = spec.slots_per_worker
+    if slots is not None and slots > MAX_PROCESSES_PER_POD:
+        errors.append(f"spec.slotsPerWorker: must be at most {MAX_PROCESSES_PER_POD}, got {slots}")
     if spec.ssh_auth_mount_path is not None and not spec.ssh_auth_mount_path:
         errors.append("spec.sshAuthMountPath: must not be empty")
     errors += managed_by_errors(run_policy=spec.run_policy, allowed=MANAGED_BY_VALUES)

@@ -23,6 +23,7 @@ from typing import Any
 from jobcontroller import (
     CONFIGMAPS,
     JOBS,
+    MAX_CONFIGMAP_BYTES,
     POD,
     REASON_RUNNING,
     SECRETS,
@@ -48,6 +49,7 @@ from jobcontroller import (
     override,
     phase,
     set_condition,
+    size_message,
 )
 from jobcontroller.api import (
     CleanPodPolicy,
@@ -65,6 +67,7 @@ from mpi_operator.api import (
 from mpi_operator.hostfile import (
     OPERATOR_NAME,
     config_map,
+    config_map_bytes,
     config_map_name,
     job_service,
     launcher_name,
@@ -146,7 +149,22 @@ class MPIJobController(JobController[MPIJob]):
 
     @override
     def validate(self, job: MPIJob) -> list[str]:
-        return validate_mpijob(job)
+        errors = validate_mpijob(job)
+        if errors:
+            return errors
+        size = config_map_bytes(job, cluster_domain=self.config.cluster_domain)
+        if size > MAX_CONFIGMAP_BYTES:
+            # A hostfile that no ConfigMap can hold: the launcher could never start.
+            errors.append(
+                size_message(
+                    what=f"its hostfile ConfigMap {config_map_name(job)}",
+                    size=size,
+                    limit=MAX_CONFIGMAP_BYTES,
+                    setting="of a ConfigMap's data",
+                    why="it lists every worker",
+                )
+            )
+        return errors
 
     @override
     def pod_replica_types(self, job: MPIJob) -> list[str]:
@@ -435,10 +453,22 @@ def _worker_replicas(job: MPIJob) -> int:
 
 
 def _workers(job: MPIJob, pods: Sequence[Obj]) -> list[tuple[str, Obj]]:
-    """(name, pod) of the worker pods in range (not being scaled away), by name."""
-    names = {worker_name(job, i) for i in range(_worker_replicas(job))}
-    found = [(str(p.get("metadata", {}).get("name")), p) for p in pods]
-    return sorted(((n, p) for n, p in found if n in names), key=lambda item: item[0])
+    """(name, pod) of the worker pods in range (not being scaled away), by name. Names are
+    read, not listed: the cost follows the pods, not the replica count."""
+    prefix, replicas = worker_name(job, 0).removesuffix("0"), _worker_replicas(job)
+    found = []
+    for pod in pods:
+        name = str(pod.get("metadata", {}).get("name"))
+        index = name[len(prefix) :] if name.startswith(prefix) else ""
+        # Canonical decimals only, as worker_name writes them ("07" is no worker's name).
+        if (
+            index.isascii()
+            and index.isdigit()
+            and str(int(index)) == index
+            and int(index) < replicas
+        ):
+            found.append((name, pod))
+    return sorted(found, key=lambda item: item[0])
 
 
 def _slot_pods(replicas: Mapping[str, ReplicaPods]) -> list[Obj]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from jobcontroller import JOB_NAME_LABEL, OPERATOR_NAME_LABEL, owner_reference
+from jobcontroller import JOB_NAME_LABEL, OPERATOR_NAME_LABEL, listed_names_bytes, owner_reference
 from mpi_operator.api import MPIImplementation, MPIJob, MPIReplicaType
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "LAUNCHER_SUFFIX",
     "OPERATOR_NAME",
     "config_map",
+    "config_map_bytes",
     "config_map_name",
     "discover_hosts",
     "dns_search_domain",
@@ -96,6 +97,30 @@ def hostfile(job: MPIJob, *, cluster_domain: str) -> str:
         fqdn = host_fqdn(host=host, job=job, cluster_domain=cluster_domain)
         lines.append(f"{fqdn} slots={slots}\n" if open_mpi else f"{fqdn}:{slots}\n")
     return "".join(lines)
+
+
+def config_map_bytes(job: MPIJob, *, cluster_domain: str) -> int:
+    """The most data the ``<job>-config`` ConfigMap can hold: the hostfile and a discovery
+    script listing every worker (all Running), keys included. Arithmetic, O(1): it is checked
+    against the ConfigMap limit before anything is built."""
+    slots = job.spec.slots_per_worker if job.spec.slots_per_worker is not None else 1
+    open_mpi = job.spec.mpi_implementation in (None, MPIImplementation.OPEN_MPI)
+    tail = f" slots={slots}\n" if open_mpi else f":{slots}\n"
+    domain = host_fqdn(host="", job=job, cluster_domain=cluster_domain)
+    worker = job.spec.mpi_replica_specs.get(MPIReplicaType.WORKER)
+    count = (worker.replicas or 0) if worker is not None else 0
+    prefix = worker_name(job, 0).removesuffix("0")
+    launcher = len(host_fqdn(host=launcher_name(job), job=job, cluster_domain=cluster_domain))
+    hostfile_bytes = listed_names_bytes(
+        prefix=prefix, suffix=domain + tail, count=count, quote=0, sep=0
+    )
+    script_bytes = len("#!/bin/sh\n") + listed_names_bytes(
+        prefix="echo " + prefix, suffix=domain + "\n", count=count, quote=0, sep=0
+    )
+    if job.spec.run_launcher_as_worker:
+        hostfile_bytes += launcher + len(tail)
+        script_bytes += len("echo \n") + launcher
+    return len(HOSTFILE_KEY) + hostfile_bytes + len(DISCOVER_HOSTS_KEY) + script_bytes
 
 
 def discover_hosts(job: MPIJob, *, running_workers: Iterable[str], cluster_domain: str) -> str:

@@ -15,6 +15,7 @@ from pydantic import ConfigDict, Field
 
 from jobcontroller.api import (
     INT32_MAX,
+    MAX_REPLICAS,
     JobModel,
     JobSpec,
     KubeModel,
@@ -79,13 +80,21 @@ class PaddleElasticPolicy(KubeModel):
         default=None,
         ge=0,
         le=INT32_MAX,
-        description="Lower limit of workers; defaults to maxReplicas or Worker replicas.",
+        description=(
+            "Lower limit of workers; defaults to maxReplicas or Worker replicas. "
+            f"At most {MAX_REPLICAS}."
+        ),
+        json_schema_extra={"maximum": MAX_REPLICAS},
     )
     max_replicas: int | None = Field(
         default=None,
         ge=0,
         le=INT32_MAX,
-        description="Upper limit of workers; defaults to minReplicas or Worker replicas.",
+        description=(
+            "Upper limit of workers; defaults to minReplicas or Worker replicas. "
+            f"At most {MAX_REPLICAS}."
+        ),
+        json_schema_extra={"maximum": MAX_REPLICAS},
     )
     max_restarts: int | None = Field(
         default=None, ge=0, le=INT32_MAX, description="Restarts of pods in elastic mode."
@@ -220,7 +229,18 @@ def _anchor_errors(job: PaddleJob, *, old: PaddleJob | None) -> list[str]:
 def stricter_than_anchor_errors(job: PaddleJob) -> list[str]:
     """Rules admission enforces that v1.9 never checked: a job stored before the swap that
     breaks one still runs as v1.9 ran it (it never finished), with a warning."""
-    return [] if job.spec.paddle_replica_specs else [f"{_SPECS}: {_MSG_NONE}"]
+    errors = [] if job.spec.paddle_replica_specs else [f"{_SPECS}: {_MSG_NONE}"]
+    elastic = job.spec.elastic_policy
+    for field, value in (
+        ("minReplicas", elastic.min_replicas if elastic else None),
+        ("maxReplicas", elastic.max_replicas if elastic else None),
+    ):
+        # Stored and unread (no controller scales a PaddleJob): harmless past the ceiling.
+        if value is not None and value > MAX_REPLICAS:
+            errors.append(
+                f"spec.elasticPolicy.{field}: must be at most {MAX_REPLICAS}, got {value}"
+            )
+    return errors
 
 
 def paddlejob_crd() -> dict[str, Any]:

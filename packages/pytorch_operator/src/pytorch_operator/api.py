@@ -15,6 +15,8 @@ from pydantic import ConfigDict, Field
 from jobcontroller import override
 from jobcontroller.api import (
     INT32_MAX,
+    MAX_PROCESSES_PER_POD,
+    MAX_REPLICAS,
     CleanPodPolicy,
     JobModel,
     JobSpec,
@@ -78,6 +80,9 @@ _MSG_NPROC = (
     "use nprocPerNode"
 )
 _MSG_MIN_MAX = "elasticPolicy.minReplicas must not exceed elasticPolicy.maxReplicas"
+_MSG_NPROC_MAX = f"must be at most {MAX_PROCESSES_PER_POD} processes per pod"
+#: Longer than any value the pattern and the ceiling allow; bounds the CEL rule's cost.
+_NPROC_MAX_LENGTH = 16
 
 
 class RDZVBackend(StrEnum):
@@ -116,17 +121,27 @@ class ElasticPolicy(KubeModel):
         }
     )
 
+    # Read up to int32 (jobs stored before the ceiling still parse; validation fails them),
+    # admitted up to the ceiling (the CRD's maximum).
     min_replicas: int | None = Field(
         default=None,
         ge=1,
         le=INT32_MAX,
-        description="Fewest workers (nodes); defaults to maxReplicas or Worker replicas.",
+        description=(
+            f"Fewest workers (nodes); defaults to maxReplicas or Worker replicas. "
+            f"At most {MAX_REPLICAS}."
+        ),
+        json_schema_extra={"maximum": MAX_REPLICAS},
     )
     max_replicas: int | None = Field(
         default=None,
         ge=1,
         le=INT32_MAX,
-        description="Most workers (nodes); defaults to minReplicas or Worker replicas.",
+        description=(
+            f"Most workers (nodes); defaults to minReplicas or Worker replicas. "
+            f"At most {MAX_REPLICAS}."
+        ),
+        json_schema_extra={"maximum": MAX_REPLICAS},
     )
     rdzv_backend: RDZVBackend | None = Field(
         default=None, description="torchrun's rendezvous backend: c10d, etcd or etcd-v2."
@@ -146,7 +161,11 @@ class ElasticPolicy(KubeModel):
         description="Start a local c10d rendezvous with torchrun --standalone; ignores rdzv*.",
     )
     n_proc_per_node: int | None = Field(
-        default=None, ge=1, le=INT32_MAX, description="Deprecated: use spec.nprocPerNode."
+        default=None,
+        ge=1,
+        le=INT32_MAX,
+        description=f"Deprecated: use spec.nprocPerNode. At most {MAX_PROCESSES_PER_POD}.",
+        json_schema_extra={"maximum": MAX_PROCESSES_PER_POD},
     )
     max_restarts: int | None = Field(
         default=None,
@@ -216,9 +235,23 @@ class PyTorchJobSpec(JobSpec):
         default=None,
         pattern=NPROC_PER_NODE_PATTERN,
         description=(
-            "Processes per pod: 'auto', 'cpu', 'gpu', 'xpu' or a positive integer, as torchrun "
-            "takes them. Defaults to 'auto'."
+            "Processes per pod: 'auto', 'cpu', 'gpu', 'xpu' or a positive integer up to "
+            f"{MAX_PROCESSES_PER_POD}, as torchrun takes them. Defaults to 'auto'."
         ),
+        json_schema_extra={
+            "maxLength": _NPROC_MAX_LENGTH,
+            "x-kubernetes-validations": [
+                {
+                    "rule": (
+                        "!self.matches('^[0-9]+$') || "
+                        f"(size(self) <= {len(str(MAX_PROCESSES_PER_POD))} "
+                        f"&& int(self) <= {MAX_PROCESSES_PER_POD})"
+                    ),
+                    "messageExpression": (f"'{_MSG_NPROC_MAX}, got ' + self"),
+                    "message": _MSG_NPROC_MAX,
+                }
+            ],
+        },
     )
 
     @override
@@ -327,10 +360,30 @@ def validate_pytorchjob(job: PyTorchJob, *, old: PyTorchJob | None = None) -> li
             and elastic.min_replicas > elastic.max_replicas
         ):
             errors.append(f"spec.elasticPolicy: {_MSG_MIN_MAX}")
+    errors += _ceiling_errors(job)
     errors += pod_name_length_errors(job_name=job.name, replica_specs=specs)
     errors += managed_by_errors(run_policy=spec.run_policy, allowed=MANAGED_BY_VALUES)
     if old is not None:
         errors += managed_by_update_errors(old=old.spec.run_policy, new=spec.run_policy)
+    return errors
+
+
+def _ceiling_errors(job: PyTorchJob) -> list[str]:
+    """The ceilings admission enforces (the CRD's maximums), for jobs stored before them."""
+    errors: list[str] = []
+    spec, elastic = job.spec, job.spec.elastic_policy
+    nproc = spec.nproc_per_node
+    if nproc is not None and nproc.isdigit() and int(nproc) > MAX_PROCESSES_PER_POD:
+        errors.append(f"spec.nprocPerNode: {_MSG_NPROC_MAX}, got {nproc}")
+    if elastic is None:
+        return errors
+    for field, value, ceiling in (
+        ("minReplicas", elastic.min_replicas, MAX_REPLICAS),
+        ("maxReplicas", elastic.max_replicas, MAX_REPLICAS),
+        ("nProcPerNode", elastic.n_proc_per_node, MAX_PROCESSES_PER_POD),
+    ):
+        if value is not None and value > ceiling:
+            errors.append(f"spec.elasticPolicy.{field}: must be at most {ceiling}, got {value}")
     return errors
 
 

@@ -36,7 +36,7 @@ from tf_operator.api import (
     stricter_than_anchor_errors,
     validate_tfjob,
 )
-from tf_operator.tfconfig import is_distributed, tf_config
+from tf_operator.tfconfig import is_distributed, tf_config, tf_config_bytes
 
 _CHIEFS = (TFReplicaType.CHIEF, TFReplicaType.MASTER)
 #: The anchor's UpdateJobStatus order.
@@ -83,6 +83,10 @@ class TFJobController(JobController[TFJob]):
         for container in template.get("spec", {}).get("containers", []):
             if container.get("name") == TF_CONTAINER_NAME:
                 container.setdefault("env", []).append({"name": "TF_CONFIG", "value": value})
+
+    @override
+    def cluster_env_bytes(self, job: TFJob, rtype: str, *, config: PlanConfig) -> int:
+        return tf_config_bytes(job, rtype=rtype, cluster_domain=config.cluster_domain)
 
     @override
     def update_status(

@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tf_operator.api import TF_CONTAINER_NAME, TF_PORT, TF_PORT_NAME, TFJob
+from jobcontroller import listed_names_bytes
+from tf_operator.api import TF_CONTAINER_NAME, TF_PORT, TF_PORT_NAME, TFJob, TFReplicaType
 
 
 def _port(job: TFJob, rtype: str) -> int:
@@ -26,13 +27,44 @@ def _port(job: TFJob, rtype: str) -> int:
     return TF_PORT
 
 
+def _host_parts(job: TFJob, rtype: str, *, cluster_domain: str) -> tuple[str, str]:
+    """What comes before and after the index in a host name of ``rtype``."""
+    suffix = f".{job.namespace}.svc" + (f".{cluster_domain}" if cluster_domain else "")
+    return f"{job.name}-{rtype.lower()}-", f"{suffix}:{_port(job, rtype)}"
+
+
 def hosts(job: TFJob, rtype: str, *, cluster_domain: str = "") -> list[str]:
     """``<job>-<rtype>-<i>.<ns>.svc[.<domain>]:<port>`` for every index of ``rtype``."""
     spec = job.spec.tf_replica_specs[rtype]
-    suffix = f".{job.namespace}.svc" + (f".{cluster_domain}" if cluster_domain else "")
-    port = _port(job, rtype)
-    rt = rtype.lower()
-    return [f"{job.name}-{rt}-{i}{suffix}:{port}" for i in range(spec.replicas or 0)]
+    before, after = _host_parts(job, rtype, cluster_domain=cluster_domain)
+    return [f"{before}{i}{after}" for i in range(spec.replicas or 0)]
+
+
+def tf_config_bytes(job: TFJob, *, rtype: str, cluster_domain: str = "") -> int:
+    """What grows with the job in the TF_CONFIG of the largest pod of ``rtype``, in bytes of
+    pod JSON: the host lists (each host quoted inside a JSON string value, so every quote
+    costs two bytes) and the indices that name the pod. Arithmetic: O(replica types).
+    (core/sizing.py adds it to a pod built for a one-or-two-replica copy of the job.)"""
+    if not is_distributed(job):
+        return 0
+    specs = job.spec.tf_replica_specs
+
+    def listed(rt: str, count: int) -> int:
+        before, after = _host_parts(job, rt, cluster_domain=cluster_domain)
+        return 2 + listed_names_bytes(prefix=before, suffix=after, count=count, quote=2)
+
+    index = max((specs[rtype].replicas or 0) - 1, 0)
+    own = len(str(index))
+    if not job.spec.enable_dynamic_worker:
+        # Every host of every type, and the pod's task index.
+        return sum(listed(rt, spec.replicas or 0) for rt, spec in specs.items()) + own
+    ps = next((rt for rt in specs if rt.lower() == TFReplicaType.PS.lower()), None)
+    if rtype.lower() == TFReplicaType.WORKER.lower():
+        # Every PS, and its own index three times: task, key and host.
+        return (listed(ps, specs[ps].replicas or 0) if ps else 0) + 3 * own
+    if rtype.lower() == TFReplicaType.PS.lower():
+        return 2 * own  # its own host and task index
+    return own
 
 
 def is_distributed(job: TFJob) -> bool:

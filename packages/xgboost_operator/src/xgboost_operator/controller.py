@@ -34,7 +34,7 @@ from xgboost_operator.api import (
     default_xgboostjob,
     validate_xgboostjob,
 )
-from xgboost_operator.env import pod_env
+from xgboost_operator.env import pod_env, worker_addrs_bytes
 
 __all__ = ["XGBoostJobController"]
 
@@ -70,6 +70,12 @@ class XGBoostJobController(JobController[XGBoostJob]):
         config: PlanConfig,
     ) -> None:
         set_env(template, pod_env(job, rtype=rtype, index=index), override=True)
+
+    @override
+    def cluster_env_bytes(self, job: XGBoostJob, rtype: str, *, config: PlanConfig) -> int:
+        """WORKER_ADDRS lists every worker, in every container of every pod."""
+        containers = (job.replica_specs()[rtype].template.get("spec") or {}).get("containers")
+        return worker_addrs_bytes(job) * max(len(containers or ()), 1)
 
     @override
     def update_status(

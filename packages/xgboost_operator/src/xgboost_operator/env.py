@@ -19,6 +19,7 @@ it, so the pod carries one definition of each name.
 
 from __future__ import annotations
 
+from jobcontroller import listed_names_bytes
 from xgboost_operator.api import (
     XGBOOST_CONTAINER_NAME,
     XGBOOST_PORT,
@@ -27,7 +28,7 @@ from xgboost_operator.api import (
     XGBoostReplicaType,
 )
 
-__all__ = ["pod_env", "replica_port", "world_size"]
+__all__ = ["pod_env", "replica_port", "worker_addrs_bytes", "world_size"]
 
 _MASTER = XGBoostReplicaType.MASTER
 _WORKER = XGBoostReplicaType.WORKER
@@ -56,6 +57,16 @@ def world_size(job: XGBoostJob) -> int:
 
 def _name(job: XGBoostJob, rtype: str, index: int) -> str:
     return f"{job.name}-{rtype.lower()}-{index}".replace("/", "-")
+
+
+def worker_addrs_bytes(job: XGBoostJob) -> int:
+    """The length of WORKER_ADDRS (WORLD_SIZE - 1 names), without building it: O(1)."""
+    total = world_size(job)
+    if total <= 1:
+        return 0
+    return listed_names_bytes(
+        prefix=_name(job, _WORKER, 0).removesuffix("0"), suffix="", count=total - 1, quote=0
+    )
 
 
 def pod_env(job: XGBoostJob, *, rtype: str, index: int) -> list[tuple[str, str]]:

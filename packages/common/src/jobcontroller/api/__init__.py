@@ -9,6 +9,8 @@ CustomResourceDefinition. See docs/writing-an-operator.md.
 
 from jobcontroller.api.common import (
     INT32_MAX,
+    MAX_PROCESSES_PER_POD,
+    MAX_REPLICAS,
     POD_TEMPLATE_SCHEMA,
     CleanPodPolicy,
     ConditionStatus,
@@ -49,6 +51,8 @@ from jobcontroller.api.validation import MANAGED_BY_VALUES, job_errors
 __all__ = [
     "INT32_MAX",
     "MANAGED_BY_VALUES",
+    "MAX_PROCESSES_PER_POD",
+    "MAX_REPLICAS",
     "MAX_REPLICA_TYPES",
     "POD_TEMPLATE_SCHEMA",
     "CleanPodPolicy",

@@ -34,6 +34,8 @@ from jobcontroller.api.rules import ReplicaRules
 
 __all__ = [
     "INT32_MAX",
+    "MAX_PROCESSES_PER_POD",
+    "MAX_REPLICAS",
     "POD_TEMPLATE_SCHEMA",
     "CleanPodPolicy",
     "ConditionStatus",
@@ -62,6 +64,17 @@ __all__ = [
 #: Bound of the anchors' int32 fields: what Kubernetes can hold, so a job asking for 2^31
 #: replicas is refused at admission instead of overflowing something later.
 INT32_MAX = 2**31 - 1
+
+#: The most replicas one replica type (and, by default, one job: ``--max-pods-per-job``) may
+#: ask for: the largest Indexed Job Kubernetes itself accepts (``completions`` <= 10^5).
+#: Admission refuses more, and elastic bounds (min/maxReplicas) above it.
+MAX_REPLICAS = 100_000
+
+#: The most processes one pod may ask to run (PyTorch's nprocPerNode, MPI's slotsPerWorker):
+#: a node's process count, which its cores and accelerators bound. The largest machines have
+#: a few hundred hardware threads; 1,024 leaves room for them and refuses values that only a
+#: typo or an attack produces (a WORLD_SIZE of 2^31 x replicas).
+MAX_PROCESSES_PER_POD = 1024
 
 
 class KubeModel(BaseModel):
@@ -281,8 +294,11 @@ class ReplicaSpec(KubeModel):
     replicas: int | None = Field(
         default=None,
         ge=0,
+        # Read up to int32 (a job stored before the ceiling still parses, and the operator's
+        # --max-pods-per-job fails it with a message); admitted up to MAX_REPLICAS.
         le=INT32_MAX,
-        description="Number of pods. Defaults to 1.",
+        description=f"Number of pods. Defaults to 1. At most {MAX_REPLICAS}.",
+        json_schema_extra={"maximum": MAX_REPLICAS},
     )
     template: PodTemplateSpec = Field(default_factory=dict)
     restart_policy: RestartPolicy | None = Field(

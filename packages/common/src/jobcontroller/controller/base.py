@@ -44,8 +44,10 @@ from jobcontroller.controller.status import StatusWriter, after_own_patch
 from jobcontroller.controller.telemetry import Telemetry
 from jobcontroller.controller.watch import LABEL_JOB_NAME, Watch
 from jobcontroller.core.conditions import is_finished
+from jobcontroller.core.crashes import Standing
 from jobcontroller.core.planner import plan
 from jobcontroller.core.types import POD, POD_GROUP, SERVICE, JobT, Obj, Observed, PlanConfig
+from jobcontroller.crashguard import CrashGuard
 from jobcontroller.runtime.expectations import Expectations
 from jobcontroller.runtime.informer import compact_node, compact_pod
 from jobcontroller.runtime.kube import NODES, PODS, SERVICES, Resource
@@ -123,6 +125,9 @@ class JobController(ControllerHooks[JobT]):
         if pg is not None and self.config.pod_group_available:
             self._resources[POD_GROUP] = pg
         self.states = JobStates(expectations=self.expectations, kinds=self._resources)
+        self.crash_guard: CrashGuard | None = None
+        """The process's crash-loop guard (jobcontroller/crashguard.py); None: no guard."""
+        self.states.also_forget.append(self._forget_crashes)
         self.telemetry = Telemetry(
             framework=self.framework_name,
             component=self.event_component or self.controller_name,
@@ -198,10 +203,13 @@ class JobController(ControllerHooks[JobT]):
     def observe(self, job: Obj) -> Observed:
         """The job's slice of the caches, with what the controller remembers about it."""
         meta = job["metadata"]
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        guard = self.crash_guard
         return self.watch.observe(
             job,
-            state=self.states.get(f"{meta.get('namespace', '')}/{meta.get('name', '')}"),
+            state=self.states.get(key),
             priority_classes=self.priority_classes.values,
+            crashes=guard.crashes(self.kind, key, meta.get("uid", "")) if guard else 0,
         )
 
     async def reconcile(self, key: str) -> float | None:
@@ -225,7 +233,16 @@ class JobController(ControllerHooks[JobT]):
                 self.states.forget(key)
                 return None
         with structlog.contextvars.bound_contextvars(uid=raw["metadata"].get("uid")):
-            return await self._reconcile_job(key, raw)
+            if self.crash_guard is None:
+                return await self._reconcile_job(key, raw)
+            async with self.crash_guard.working(self.kind, raw) as standing:
+                if standing == Standing.ABANDONED:
+                    return None
+                return await self._reconcile_job(key, raw)
+
+    def _forget_crashes(self, key: str) -> None:
+        if self.crash_guard is not None:
+            self.crash_guard.forget(self.kind, key)
 
     async def _reconcile_job(self, key: str, raw: Obj) -> float | None:
         observed = self.observe(raw)

@@ -10,7 +10,7 @@ in one place: an operator runs for months and sees millions of jobs come and go.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from jobcontroller.core.types import CreateFailure, Obj
@@ -41,6 +41,8 @@ class JobStates:
         self.kinds = tuple(kinds)
         """The kinds a job's expectations are kept for (what the controller creates)."""
         self._states: dict[str, JobState] = {}
+        self.also_forget: list[Callable[[str], None]] = []
+        """Called with the key of every job forgotten (the crash-loop guard's record)."""
 
     def get(self, key: str) -> JobState | None:
         return self._states.get(key)
@@ -62,6 +64,8 @@ class JobStates:
         for kind in self.kinds:
             self.expectations.delete(f"{key}/{kind}")
         self._states.pop(key, None)
+        for forget in self.also_forget:
+            forget(key)
 
     def __contains__(self, key: object) -> bool:
         return key in self._states

@@ -188,7 +188,12 @@ class Watch:
         return {name: len(informer.store) for name, informer in self.informers.items()}
 
     def observe(
-        self, job: Obj, *, state: JobState | None, priority_classes: Mapping[str, int]
+        self,
+        job: Obj,
+        *,
+        state: JobState | None,
+        priority_classes: Mapping[str, int],
+        crashes: int = 0,
     ) -> Observed:
         """The job's slice of the caches: what it controls, and a by-name lookup that also
         sees the objects in its way that no cache holds (``state.foreign``)."""
@@ -215,4 +220,5 @@ class Watch:
             create_failure=state.create_failure if state is not None else None,
             node=self.nodes.lookup() if self.nodes is not None else None,
             priority_classes=priority_classes,
+            crashes=crashes,
         )

@@ -61,6 +61,9 @@ class PlanContext:
     budget: int = 0
     """Creations and deletions this pass may still plan (``config.max_writes_per_reconcile``
     at the start; not positive there means no limit)."""
+    planned_bytes: int = 0
+    """Estimated bytes of the object bodies planned so far (``config.max_bytes_per_reconcile``
+    bounds it)."""
     truncated: bool = False
     """The budget ran out with work left: the next pass (soon) carries on."""
     forced: set[str] = field(default_factory=set)
@@ -70,15 +73,26 @@ class PlanContext:
     def __post_init__(self) -> None:
         self.budget = self.config.max_writes_per_reconcile
 
-    def spend(self) -> bool:
-        """Take one write from the budget; False (and the pass is marked truncated) when none
-        is left. Used before building an object, so what is not sent is never built."""
-        if self.config.max_writes_per_reconcile <= 0:
-            return True
-        if self.budget <= 0:
+    def spend(self, *, size: int = 0) -> bool:
+        """Take one write, and ``size`` bytes of object bodies, from the pass's budgets; False
+        (and the pass is marked truncated) when either is spent. Used before building an
+        object, so what is not sent is never built.
+
+        The byte budget keeps a pass of big objects (a TFJob's pods each carry a TF_CONFIG
+        naming every replica) from holding hundreds of them at once: the pass stops once the
+        bodies planned exceed it, though it always gets its first object."""
+        counted = self.config.max_writes_per_reconcile > 0
+        if counted and self.budget <= 0:
             self.truncated = True
             return False
-        self.budget -= 1
+        byte_limit = self.config.max_bytes_per_reconcile
+        over = byte_limit > 0 and self.planned_bytes > 0 and self.planned_bytes + size > byte_limit
+        if size > 0 and over:
+            self.truncated = True
+            return False
+        if counted:
+            self.budget -= 1
+        self.planned_bytes += size
         return True
 
     @property

@@ -39,6 +39,7 @@ from jobcontroller.core.conditions import (
     set_condition,
 )
 from jobcontroller.core.context import PlanContext, aware
+from jobcontroller.core.crashes import QUARANTINE_CRASHES, quarantine_plan
 from jobcontroller.core.gang import plan_gang, restart_all
 from jobcontroller.core.lifecycle import (
     REASON_FAILED_CREATE,
@@ -70,6 +71,7 @@ from jobcontroller.core.replicas import (
     finished_at,
     group_by_index,
     is_terminating,
+    missing_indices,
     phase,
     pods_by_rtype,
     replica_pods,
@@ -82,6 +84,7 @@ from jobcontroller.core.restart import (
     failed_pod_verdict,
     past_backoff_limit,
 )
+from jobcontroller.core.sizing import pod_bytes_hint, size_errors
 from jobcontroller.core.types import (
     POD,
     POD_GROUP,
@@ -119,6 +122,13 @@ def plan(
     if _managed_elsewhere(raw_job, own=fw.model.MANAGED_BY_SELF) or is_terminating(raw_job):
         return Plan()
     exact_now = aware(now)
+    if observed.crashes >= QUARANTINE_CRASHES:
+        # The operator died planning this job, twice: fail it without planning it.
+        quarantined = quarantine_plan(
+            kind=fw.model.KIND, raw_job=raw_job, crashes=observed.crashes, now=exact_now
+        )
+        if quarantined is not None:
+            return quarantined
     try:
         job = fw.set_defaults(fw.model.parse(raw_job))
     except ValueError as err:  # pydantic's ValidationError is a ValueError
@@ -135,6 +145,9 @@ def plan(
     if not is_finished(ctx.status):
         tolerated = fw.tolerated(job)
         errors = [e for e in fw.validate(job) if e not in tolerated] + _pod_limit_errors(ctx)
+        if not errors:
+            # Only for a job that is otherwise valid: its templates are sound to build from.
+            errors = size_errors(fw, job, rtypes=fw.pod_replica_types(job), config=config)
         if errors:
             fail(
                 ctx,
@@ -565,20 +578,21 @@ def _sync_pod_group(ctx: PlanContext) -> bool:
 
 
 def _reconcile_pods(ctx: PlanContext, slots: ReplicaPods) -> None:
+    """Create the missing pods (as many as the pass's budgets allow), then delete those past
+    the replica count. Work follows what exists and the batch, never the replica count: the
+    missing indices are found by a lazy scan that stops with the budget."""
     job, rtype = ctx.job, slots.rtype
     spec = job.replica_specs()[rtype]
     warned_restart = warned_scheduler = False
-    for index in sorted(set(range(slots.replicas)) | set(slots.by_index)):
-        pods = slots.by_index.get(index, ())
-        if index >= slots.replicas:
-            for pod in pods:
-                ctx.delete(POD, pod, reason="scale-down")
-            continue
-        if pods:
-            continue
+    size: int | None = None
+    for index in missing_indices(slots.replicas, slots.by_index):
         name = replica_name(job_name=job.name, rtype=rtype, index=index)
-        if not ctx.claimable(POD, name) or not ctx.spend():
+        if not ctx.claimable(POD, name):
             continue
+        if size is None:
+            size = pod_bytes_hint(ctx.fw, job, rtype=rtype, config=ctx.config)
+        if not ctx.spend(size=size):
+            break
         built = build_pod(ctx.fw, job, rtype=rtype, index=index, spec=spec, config=ctx.config)
         ctx.actions.append(
             CreateObject(kind=POD, body=built.body, expectation=ctx.expectation(POD, rtype))
@@ -599,6 +613,9 @@ def _reconcile_pods(ctx: PlanContext, slots: ReplicaPods) -> None:
                 f"{rtype}: the pod template names its own scheduler, which is kept; its pods "
                 f"may not be gang-scheduled",
             )
+    for index in sorted(i for i in slots.by_index if i >= slots.replicas):
+        for pod in slots.by_index[index]:
+            ctx.delete(POD, pod, reason="scale-down")
 
 
 def _reconcile_services(ctx: PlanContext, rtype: str, wanted: int) -> None:
@@ -607,12 +624,12 @@ def _reconcile_services(ctx: PlanContext, rtype: str, wanted: int) -> None:
         return
     mine = pods_by_rtype(ctx.observed.services, rtypes=[rtype])[rtype]
     by_index = group_by_index(mine, offset=index_offset(ctx.fw, job, rtype))
-    for index in range(wanted):
-        if by_index.get(index):
-            continue
+    for index in missing_indices(wanted, by_index):
         name = replica_name(job_name=job.name, rtype=rtype, index=index)
-        if not ctx.claimable(SERVICE, name) or not ctx.spend():
+        if not ctx.claimable(SERVICE, name):
             continue
+        if not ctx.spend():
+            break
         body = build_service(ctx.fw, job, rtype=rtype, index=index, spec=job.replica_specs()[rtype])
         ctx.actions.append(
             CreateObject(kind=SERVICE, body=body, expectation=ctx.expectation(SERVICE, rtype))

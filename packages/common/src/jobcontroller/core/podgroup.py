@@ -83,17 +83,19 @@ def min_resources(
     total = ResourceSum()
     counted = 0
     for spec in specs:
-        for _ in range(spec.replicas or 0):
-            if counted >= members:
-                return total.as_dict()
-            counted += 1
-            for container in (spec.template.get("spec") or {}).get("containers") or []:
-                resources = (container or {}).get("resources") or {}
-                requests = resources.get("requests")
-                if isinstance(requests, dict):
-                    total.add(requests)
-                elif isinstance(resources.get("limits"), dict):
-                    total.add(resources["limits"])
+        # Every pod of a type asks for the same: one multiplication per type, whatever the
+        # replica count (a job asking for 2^31 pods costs no more to price than one of two).
+        pods = min(spec.replicas or 0, members - counted)
+        if pods <= 0:
+            continue
+        counted += pods
+        for container in (spec.template.get("spec") or {}).get("containers") or []:
+            resources = (container or {}).get("resources") or {}
+            requests = resources.get("requests")
+            if isinstance(requests, dict):
+                total.add(requests, times=pods)
+            elif isinstance(resources.get("limits"), dict):
+                total.add(resources["limits"], times=pods)
     return total.as_dict()
 
 

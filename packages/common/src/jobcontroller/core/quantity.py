@@ -65,9 +65,9 @@ class ResourceSum:
     totals: dict[str, Fraction] = field(default_factory=dict)
     binary: dict[str, bool] = field(default_factory=dict)
 
-    def add(self, resources: Mapping[str, object]) -> None:
-        """Add a ``ResourceList``; entries that are not quantities are skipped (the apiserver
-        rejects such pods anyway)."""
+    def add(self, resources: Mapping[str, object], *, times: int = 1) -> None:
+        """Add a ``ResourceList`` ``times`` over; entries that are not quantities are skipped
+        (the apiserver rejects such pods anyway)."""
         for name, raw in resources.items():
             if not isinstance(raw, int | float | str):
                 continue
@@ -75,7 +75,7 @@ class ResourceSum:
                 amount, is_binary = parse_quantity(raw)
             except (ValueError, ZeroDivisionError):
                 continue
-            self.totals[name] = self.totals.get(name, Fraction(0)) + amount
+            self.totals[name] = self.totals.get(name, Fraction(0)) + amount * times
             self.binary.setdefault(name, is_binary)
 
     def as_dict(self) -> dict[str, str]:

@@ -6,7 +6,7 @@ tensorflow"), so they take raw pod dicts exactly as the informer holds them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from jobcontroller.api.common import ReplicaStatus
@@ -26,6 +26,7 @@ __all__ = [
     "group_by_index",
     "is_retryable",
     "is_terminating",
+    "missing_indices",
     "phase",
     "pod_container_name",
     "pods_by_rtype",
@@ -110,6 +111,13 @@ def group_by_index(objs: Iterable[Obj], *, offset: int = 0) -> dict[int, list[Ob
         if index is not None and index - offset >= 0:
             out.setdefault(index - offset, []).append(obj)
     return out
+
+
+def missing_indices(replicas: int, taken: Mapping[int, object]) -> Iterator[int]:
+    """Indices 0..replicas-1 that ``taken`` lacks, in order, found lazily: a caller that stops
+    after k of them has looked at k indices plus those taken before them, whatever
+    ``replicas`` is (2^31 included)."""
+    return (index for index in range(replicas) if index not in taken)
 
 
 def replica_pods(pods: Sequence[Obj], *, rtype: str, replicas: int, offset: int = 0) -> ReplicaPods:

@@ -16,9 +16,13 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 
 from typing_extensions import override
 
-from jobcontroller.api.common import JobModel, JobStatus
+from jobcontroller.api.common import MAX_REPLICAS, JobModel, JobStatus
 
 Obj = dict[str, Any]
+
+#: The largest object the API server can store: etcd's default ``--max-request-bytes``
+#: (1.5 MiB). A pod over it is refused whatever is retried (``PlanConfig.max_object_bytes``).
+MAX_OBJECT_BYTES = 1_572_864
 
 #: Kinds the base knows how to create and delete. Frameworks may add others through
 #: ``extra_objects`` as long as the controller was told their Resource (see JobController).
@@ -111,9 +115,19 @@ class PlanConfig:
     jobs nor holds thousands of pod bodies (each with a cluster-wide TF_CONFIG) in memory at
     once: memory follows this number, not the replica count. The batch Job controller's is 500;
     ours is lower because a TFJob's pod body grows with the job's size."""
-    max_pods_per_job: int = 0
+    max_bytes_per_reconcile: int = 16 * 2**20
+    """Estimated bytes of pod bodies one reconcile may plan (``--max-bytes-per-reconcile``):
+    a pass stops creating once its bodies exceed it, so a job of 1 MB pods never holds
+    hundreds of them at once; 0 means no limit. A pass always plans at least one object."""
+    max_pods_per_job: int = MAX_REPLICAS
     """A job asking for more pods than this fails validation with a message that says so
-    (``--max-pods-per-job``); 0 means no limit."""
+    (``--max-pods-per-job``), before anything is built; 0 means no limit. The default is the
+    largest Indexed Job Kubernetes itself accepts (completions up to 100,000)."""
+    max_object_bytes: int = MAX_OBJECT_BYTES
+    """The largest object the API server stores (etcd's ``--max-request-bytes``, 1.5 MiB by
+    default; ``--max-object-bytes``). A job whose pods would be larger (their cluster env
+    lists every replica) fails validation before any pod is created: none could ever be
+    stored."""
     create_failure_threshold: int = 3
     """Identical creation failures in a row after which the job shows them: a permanent error
     (the API server found the object invalid) fails the job with the server's message, any
@@ -179,6 +193,10 @@ class Observed:
     priority_classes: Mapping[str, int] = field(default_factory=dict)
     """PriorityClass name -> value, as the cluster has them, to order replica types when
     computing a PodGroup's minResources (read only when gang scheduling is on)."""
+    crashes: int = 0
+    """Times in a row the operator died while working on this job (core/crashes.py): from
+    ``QUARANTINE_CRASHES`` on, an unfinished job is failed with reason OperatorCrashed
+    instead of being planned."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,6 +406,13 @@ class FrameworkOf(ABC, Generic[JobT]):
         """Edit ``template``, the pod template copy of one replica: cluster env (TF_CONFIG,
         MASTER_ADDR...), init containers, hostname/subdomain, volumes."""
         return
+
+    def cluster_env_bytes(self, job: JobT, rtype: str, *, config: PlanConfig) -> int:
+        """The bytes (compact pod JSON) of what ``set_cluster_spec`` writes into the largest
+        pod of ``rtype`` that grows with the job: env values listing replicas (TF_CONFIG,
+        WORKER_ADDRS), counted once per container that gets them. Arithmetic in the number of
+        replica types, never by building the values (core/sizing.py). 0 when nothing grows."""
+        return 0
 
     @abstractmethod
     def update_status(

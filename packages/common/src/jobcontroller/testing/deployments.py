@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,10 @@ def deployment_command(deployment: dict[str, Any], *, kubeconfig: Path) -> Local
         local.append(arg)
     local[0] = str(Path(sys.executable).parent / local[0])
     local += [f"--kubeconfig={kubeconfig}", "--bind-address=127.0.0.1"]
+    if not any(arg.startswith("--state-dir") for arg in local):
+        # The pod's /tmp is its own; on this host it is shared with every other local run, so
+        # the crash-loop guard gets a directory of this command's (kept across its restarts).
+        local.append(f"--state-dir={tempfile.mkdtemp(prefix='jobcontroller-state-')}")
     return LocalCommand(argv=local, metrics_port=metrics, health_port=health)
 
 

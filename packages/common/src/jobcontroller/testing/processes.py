@@ -124,6 +124,11 @@ class OperatorProcess:
     peak_rss: int = 0
     """The largest VmHWM read so far (bytes); :meth:`sample` updates it."""
     starts: int = 0
+    state_dir: Path | None = None
+    """The crash-loop guard's ``--state-dir``; None: next to the log, kept across restarts
+    of this process as a Deployment's emptyDir is across its container's."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables added to the process's environment (test hooks)."""
 
     @property
     def enforced(self) -> bool:
@@ -142,6 +147,7 @@ class OperatorProcess:
             f"--metrics-port={self.metrics_port}",
             f"--health-port={self.health_port}",
             "--log-format=json",
+            f"--state-dir={self.state_dir or self.log.with_suffix('.state')}",
             *self.args,
         ]
 
@@ -161,6 +167,7 @@ class OperatorProcess:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 preexec_fn=cgroup.join if cgroup is not None else None,
+                env={**os.environ, **self.env} if self.env else None,
             )
 
     @property
@@ -199,6 +206,15 @@ class OperatorProcess:
                     if line.startswith("VmHWM:"):
                         self.peak_rss = max(self.peak_rss, int(line.split()[1]) * 1024)
         return self.peak_rss
+
+    def rss(self) -> int:
+        """The process's resident memory now (VmRSS, bytes); 0 when it is not running."""
+        if self.alive:
+            with contextlib.suppress(OSError):
+                for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) * 1024
+        return 0
 
     def readiness(self) -> dict[str, object] | None:
         """/readyz's JSON (``leader``, ``synced``...), or None when it does not answer."""
