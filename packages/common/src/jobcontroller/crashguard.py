@@ -2,9 +2,9 @@
 
 Before a controller plans a job it notes the job as in flight in a state file
 (runtime/statefile.py: one appended line, a compact rewrite every :data:`COMPACT_EVERY` lines)
-and takes the note off when the reconcile ends; no API write is involved. A process that starts
+and takes the note off when the plan is made; no API write is involved. A process that starts
 and finds notes left there died working on those jobs: each gets a crash counted. A job counted
-once is a suspect, reconciled alone; twice, it is failed with reason OperatorCrashed instead of
+once is a suspect; twice, it is failed with reason OperatorCrashed instead of
 being planned (``Observed.crashes`` tells the planner); three times, it is left alone. Every
 other job is served as usual throughout.
 
@@ -19,11 +19,10 @@ OOM kill would.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import signal
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +55,6 @@ class CrashGuard:
     def __init__(self, state: StateFile, record: CrashRecord, *, crash_on: str = "") -> None:
         self._state = state
         self._record = record
-        self._suspects = asyncio.Semaphore(1)
         self._crash_on = crash_on
         self._abandoned_logged: set[str] = set()
 
@@ -88,10 +86,16 @@ class CrashGuard:
         if entry in self._record.crashes or entry in self._record.in_flight:
             self._save(self._record.forget(entry))
 
-    @contextlib.asynccontextmanager
-    async def working(self, kind: str, job: dict[str, Any]) -> AsyncIterator[Standing]:
-        """Around one reconcile of ``job``: yields its standing. ABANDONED means: do not
-        touch it (nothing is noted then). A suspect waits for any other suspect to finish."""
+    @contextlib.contextmanager
+    def planning(self, kind: str, job: dict[str, Any]) -> Iterator[Standing]:
+        """Around the planning of ``job`` (synchronous: no other job is planned meanwhile, so
+        a death here points at this job alone): yields its standing. ABANDONED means: do not
+        touch it (nothing is noted then).
+
+        Only planning is guarded, not the API calls after it: that is where a job's size turns
+        into memory (bodies, env), it takes milliseconds for a sane job, and so a SIGKILL from
+        outside (a node drain, a chaos test) rarely lands in it, let alone twice in a row on
+        the same job's first plan after a restart."""
         meta = job.get("metadata") or {}
         key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
         entry, uid = crash_key(kind, key), str(meta.get("uid") or "")
@@ -106,18 +110,17 @@ class CrashGuard:
                 )
             yield standing
             return
-        async with self._suspects if standing != Standing.CLEAR else contextlib.nullcontext():
-            self._save(self._record.begin(entry, uid))
-            if self._crash_on == key and standing < Standing.QUARANTINED and not _finished(job):
-                # The test hook: dying as planning this job would (a quarantined job is not
-                # planned, a finished one only cleaned up).
-                os.kill(os.getpid(), signal.SIGKILL)
-            completed = False
-            try:
-                yield standing
-                completed = True
-            finally:
-                self._save(self._record.end(entry, completed=completed))
+        self._save(self._record.begin(entry, uid))
+        if self._crash_on == key and standing < Standing.QUARANTINED and not _finished(job):
+            # The test hook: dying as planning this job would (a quarantined job is not
+            # planned, a finished one only cleaned up).
+            os.kill(os.getpid(), signal.SIGKILL)
+        completed = False
+        try:
+            yield standing
+            completed = True
+        finally:
+            self._save(self._record.end(entry, completed=completed))
 
     def statistics(self) -> dict[str, int]:
         """Entries in the record and file writes so far."""

@@ -233,12 +233,7 @@ class JobController(ControllerHooks[JobT]):
                 self.states.forget(key)
                 return None
         with structlog.contextvars.bound_contextvars(uid=raw["metadata"].get("uid")):
-            if self.crash_guard is None:
-                return await self._reconcile_job(key, raw)
-            async with self.crash_guard.working(self.kind, raw) as standing:
-                if standing == Standing.ABANDONED:
-                    return None
-                return await self._reconcile_job(key, raw)
+            return await self._reconcile_job(key, raw)
 
     def _forget_crashes(self, key: str) -> None:
         if self.crash_guard is not None:
@@ -246,7 +241,13 @@ class JobController(ControllerHooks[JobT]):
 
     async def _reconcile_job(self, key: str, raw: Obj) -> float | None:
         observed = self.observe(raw)
-        result = plan(self, raw, observed, now=self._clock(), config=self.config)
+        if self.crash_guard is None:
+            result = plan(self, raw, observed, now=self._clock(), config=self.config)
+        else:
+            with self.crash_guard.planning(self.kind, raw) as standing:
+                if standing == Standing.ABANDONED:
+                    return None
+                result = plan(self, raw, observed, now=self._clock(), config=self.config)
         self.telemetry.log_plan(raw, observed, result, cached=self.watch.cache_sizes)
         status = result.status
         finishing = (

@@ -8,8 +8,8 @@ Deployment's emptyDir outlives the container), and on each start counts a crash 
 job still noted there:
 
 - 0: planned as usual;
-- 1, a *suspect*: planned alone (no other suspect at the same time, so two suspects never
-  share a crash), and cleared once one of its reconciles completes;
+- 1, a *suspect*: planned as usual, and cleared once one of its plans completes (planning
+  is synchronous, so the record names one job at the moment of a death in it);
 - 2 (:data:`QUARANTINE_CRASHES`): failed with reason ``OperatorCrashed`` without being
   planned (:func:`quarantine_plan`); a job that had finished already is only cleaned up;
 - 3 and more: the operator died even so (its clean-up, or the quarantine itself): left alone.
