@@ -14,7 +14,7 @@ REAL_NODE ?=
 # KUEUE=1 make cluster-up: Kueue (hack/build-kueue.sh) with the kubeflow.org integrations.
 KUEUE ?=
 
-.PHONY: kueue-background test-quick help bootstrap control-plane kueue node images conformance demo-real lint format crds pod-schema test test-unit chaos cluster-up cluster-down demo bench clean bench-micro
+.PHONY: test-quick help bootstrap control-plane kueue node images conformance demo-real lint format crds pod-schema test test-unit chaos cluster-up cluster-down demo bench clean bench-micro
 
 help:
 	@echo "make demo     run the six operators against a local cluster with the seed and example jobs"
@@ -81,16 +81,11 @@ test-unit: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
 	  $(PY) pytest tests/unit $(PYTEST_ARGS)
 
-# Kueue (only tests/e2e/test_kueue.py needs it) builds in the background on a machine that has
-# no build yet, while lint and the other tests run; its fixture waits for the build's lock.
-kueue-background:
-	@mkdir -p .build-logs; nohup nice bash hack/build-kueue.sh >.build-logs/kueue.log 2>&1 &
-
 # Test files run in parallel, each whole on one of TEST_WORKERS pytest-xdist workers with a local
 # cluster of its own: the suite mostly waits on API servers and simulated pods, so 3 workers fit
 # 2 cores (measured: 28 min with 1, 12 min with 3). TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 3
-test: bootstrap control-plane kueue-background lint
+test: bootstrap control-plane kueue lint
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
 	  $(PY) pytest --timeout=600 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 

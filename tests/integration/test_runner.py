@@ -9,7 +9,7 @@ import pytest
 from dummy_operator import SELECTOR, STAMP, OperatorProcess
 
 from jobcontroller.runtime.kube import CONFIGMAPS, EVENTS, KubeApi
-from jobcontroller.testing.waiting import wait_for
+from jobcontroller.testing.waiting import wait_for, wait_for_list
 
 
 def configmap(name: str) -> dict[str, object]:
@@ -61,9 +61,15 @@ async def test_operator_reconciles_serves_probes_and_records_events(
             cm is not None and (cm["metadata"].get("annotations") or {}).get(STAMP) == str(op.pid)
         ),
     )
-    events, _ = await kube.list(
-        EVENTS, namespace=namespace, field_selector="involvedObject.name=one"
+    # The event is written after the stamp, by the recorder's own task: wait for it.
+    events = await wait_for_list(
+        kube,
+        EVENTS,
+        namespace=namespace,
+        until=lambda items: any(e["involvedObject"]["name"] == "one" for e in items),
+        what="the Stamped event",
     )
+    events = [e for e in events if e["involvedObject"]["name"] == "one"]
     assert [(e["reason"], e["source"]["component"]) for e in events] == [
         ("Stamped", "dummy-operator")
     ]
