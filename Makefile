@@ -87,7 +87,7 @@ test-unit: bootstrap control-plane
 TEST_WORKERS ?= 3
 test: bootstrap control-plane kueue lint
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
-	  $(PY) pytest --timeout=600 -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	  $(PY) pytest --timeout=600 -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS)
 
 # The chaos suite alone (make test runs it too): operators killed, the API server restarted and
 # compacted, leaders failed over, faults injected, specs fuzzed; it prints its figures.
