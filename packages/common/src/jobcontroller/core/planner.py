@@ -54,9 +54,8 @@ from jobcontroller.core.lifecycle import (
     resume_if_suspended,
     sync_conflict_condition,
 )
-from jobcontroller.core.names import TOLERATED_RULES_ANNOTATION, replica_name
+from jobcontroller.core.names import TOLERATED_RULES_ANNOTATION
 from jobcontroller.core.nodes import fail_for_lost_pods, mark_lost_pods
-from jobcontroller.core.objects import build_pod, build_service
 from jobcontroller.core.podgroup import (
     delays_pod_creation,
     desired_pod_group,
@@ -69,9 +68,7 @@ from jobcontroller.core.replicas import (
     count_replica_status,
     exit_code_of,
     finished_at,
-    group_by_index,
     is_terminating,
-    missing_indices,
     phase,
     pods_by_rtype,
     replica_pods,
@@ -84,11 +81,11 @@ from jobcontroller.core.restart import (
     failed_pod_verdict,
     past_backoff_limit,
 )
-from jobcontroller.core.sizing import pod_bytes_hint, size_errors
+from jobcontroller.core.sizing import size_errors
+from jobcontroller.core.slots import reconcile_pods, reconcile_services
 from jobcontroller.core.types import (
     POD,
     POD_GROUP,
-    SERVICE,
     CreateObject,
     Event,
     Framework,
@@ -318,8 +315,8 @@ def _plan_live(ctx: PlanContext) -> None:
         sync_conflict_condition(ctx)
         return
     for rtype in rtypes:
-        _reconcile_pods(ctx, replicas[rtype])
-        _reconcile_services(ctx, rtype, replicas[rtype].replicas)
+        reconcile_pods(ctx, replicas[rtype])
+        reconcile_services(ctx, rtype, replicas[rtype].replicas)
     _add_extra_objects(ctx)
     sync_conflict_condition(ctx)
     _update_status(ctx, replicas, current)
@@ -575,69 +572,6 @@ def _sync_pod_group(ctx: PlanContext) -> bool:
                 PatchObject(kind=POD_GROUP, namespace=job.namespace, name=job.name, patch=patch)
             )
     return not delays_pod_creation(config=ctx.config, pod_group=existing)
-
-
-def _reconcile_pods(ctx: PlanContext, slots: ReplicaPods) -> None:
-    """Create the missing pods (as many as the pass's budgets allow), then delete those past
-    the replica count. Work follows what exists and the batch, never the replica count: the
-    missing indices are found by a lazy scan that stops with the budget."""
-    job, rtype = ctx.job, slots.rtype
-    spec = job.replica_specs()[rtype]
-    warned_restart = warned_scheduler = False
-    size: int | None = None
-    for index in missing_indices(slots.replicas, slots.by_index):
-        name = replica_name(job_name=job.name, rtype=rtype, index=index)
-        if not ctx.claimable(POD, name):
-            continue
-        if size is None:
-            size = pod_bytes_hint(ctx.fw, job, rtype=rtype, config=ctx.config)
-        if not ctx.spend(size=size):
-            break
-        built = build_pod(ctx.fw, job, rtype=rtype, index=index, spec=spec, config=ctx.config)
-        ctx.actions.append(
-            CreateObject(kind=POD, body=built.body, expectation=ctx.expectation(POD, rtype))
-        )
-        if built.template_restart_policy and not warned_restart:
-            warned_restart = True
-            ctx.event(
-                "Warning",
-                "SetPodTemplateRestartPolicy",
-                f"{rtype}: the pod template's restartPolicy is replaced by the replica's "
-                f"restartPolicy ({spec.restart_policy}); set it on the replica spec instead",
-            )
-        if built.foreign_scheduler and not warned_scheduler:
-            warned_scheduler = True
-            ctx.event(
-                "Warning",
-                "SetPodTemplateSchedulerName",
-                f"{rtype}: the pod template names its own scheduler, which is kept; its pods "
-                f"may not be gang-scheduled",
-            )
-    for index in sorted(i for i in slots.by_index if i >= slots.replicas):
-        for pod in slots.by_index[index]:
-            ctx.delete(POD, pod, reason="scale-down")
-
-
-def _reconcile_services(ctx: PlanContext, rtype: str, wanted: int) -> None:
-    job = ctx.job
-    if not ctx.fw.services_for(job, rtype):
-        return
-    mine = pods_by_rtype(ctx.observed.services, rtypes=[rtype])[rtype]
-    by_index = group_by_index(mine, offset=index_offset(ctx.fw, job, rtype))
-    for index in missing_indices(wanted, by_index):
-        name = replica_name(job_name=job.name, rtype=rtype, index=index)
-        if not ctx.claimable(SERVICE, name):
-            continue
-        if not ctx.spend():
-            break
-        body = build_service(ctx.fw, job, rtype=rtype, index=index, spec=job.replica_specs()[rtype])
-        ctx.actions.append(
-            CreateObject(kind=SERVICE, body=body, expectation=ctx.expectation(SERVICE, rtype))
-        )
-    for index, services in sorted(by_index.items()):
-        if index >= wanted:
-            for service in services:
-                ctx.delete(SERVICE, service, reason="scale-down")
 
 
 def _name(obj: Obj) -> str:
