@@ -22,8 +22,8 @@ from jobcontroller.api.common import (
     JobStatus,
     ReplicaSpec,
     RestartPolicy,
-    set_default_port,
 )
+from jobcontroller.api.defaults import set_default_port
 from jobcontroller.core import (
     POD,
     POD_GROUP,

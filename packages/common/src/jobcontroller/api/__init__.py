@@ -29,9 +29,7 @@ from jobcontroller.api.common import (
     RunPolicy,
     SchedulingPolicy,
     Time,
-    canonical_replica_types,
     format_time,
-    set_default_port,
 )
 from jobcontroller.api.crd import (
     MAX_REPLICA_TYPES,
@@ -44,7 +42,7 @@ from jobcontroller.api.crd import (
     cel_root_rules,
     crd_to_yaml,
 )
-from jobcontroller.api.defaults import default_job
+from jobcontroller.api.defaults import canonical_replica_types, default_job, set_default_port
 from jobcontroller.api.rules import ReplicaRules
 from jobcontroller.api.validation import MANAGED_BY_VALUES, job_errors
 

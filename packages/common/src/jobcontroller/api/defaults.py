@@ -12,15 +12,9 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from jobcontroller.api.common import (
-    CleanPodPolicy,
-    JobModel,
-    RestartPolicy,
-    canonical_replica_types,
-    set_default_port,
-)
+from jobcontroller.api.common import CleanPodPolicy, JobModel, ReplicaSpec, RestartPolicy
 
-__all__ = ["default_job"]
+__all__ = ["canonical_replica_types", "default_job", "set_default_port"]
 
 JobT = TypeVar("JobT", bound=JobModel[Any])
 
@@ -60,3 +54,45 @@ def default_job(
                 port=port,
             )
     return job
+
+
+def canonical_replica_types(
+    specs: dict[str, ReplicaSpec], *, known: tuple[str, ...]
+) -> dict[str, ReplicaSpec]:
+    """Rename keys to their canonical case (`ps` -> `PS`); unknown keys are kept as given.
+
+    The anchor's defaulters match replica types case-insensitively.
+    """
+    by_folded = {k.lower(): k for k in known}
+    out: dict[str, ReplicaSpec] = {}
+    for key, spec in specs.items():
+        canonical = by_folded.get(key.lower(), key)
+        # An exact canonical key wins over a case variant (validation rejects such pairs).
+        if canonical not in out or key == canonical:
+            out[canonical] = spec
+    return out
+
+
+def set_default_port(
+    template: dict[str, Any], *, container_name: str, port_name: str, port: int
+) -> None:
+    """Append the framework port to its container (in place) when no port of that name exists.
+
+    Falls back to container 0 when no container has the framework's name, as the anchor does:
+    the per-replica Services expose the default container's named ports.
+    """
+    spec = template.get("spec")
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    if not isinstance(containers, list) or not containers:
+        return
+    target = next(
+        (c for c in containers if isinstance(c, dict) and c.get("name") == container_name),
+        containers[0],
+    )
+    if not isinstance(target, dict):
+        return
+    ports = target.get("ports")
+    if not isinstance(ports, list):
+        ports = target["ports"] = []
+    if not any(isinstance(p, dict) and p.get("name") == port_name for p in ports):
+        ports.append({"name": port_name, "containerPort": port})
