@@ -21,8 +21,8 @@ from jobcontroller import (
     REASON_RUNNING,
     REASON_SUCCEEDED,
     REPLICA_TYPE_LABEL,
+    Children,
     Event,
-    ExtraObjects,
     JobController,
     Observed,
     PlanConfig,
@@ -41,7 +41,7 @@ from pytorch_operator.api import (
     validate_pytorchjob,
 )
 from pytorch_operator.env import add_env, pod_env
-from pytorch_operator.hpa import HPA, hpa_actions
+from pytorch_operator.hpa import HPA, hpa_children
 from pytorch_operator.initcontainer import (
     CHECK_TCP,
     DEFAULT_INIT_CONTAINER_IMAGE,
@@ -131,14 +131,10 @@ class PyTorchJobController(JobController[PyTorchJob]):
         )
 
     @override
-    def extra_objects(
+    def children(
         self, job: PyTorchJob, observed: Observed, status: JobStatus, *, now: dt.datetime
-    ) -> ExtraObjects:
-        wanted = not (job.run_policy.suspend or is_finished(status))
-        actions, events = hpa_actions(
-            job, observed, wanted=wanted, controller_name=self.controller_name
-        )
-        return ExtraObjects(actions=actions, events=events)
+    ) -> Children:
+        return hpa_children(job, wanted=not (job.run_policy.suspend or is_finished(status)))
 
     @override
     def update_status(

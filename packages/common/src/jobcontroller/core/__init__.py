@@ -4,6 +4,13 @@ No I/O, no asyncio, no clock: the caller passes the time and the cache contents 
 out the returned :class:`Plan`. Framework status rules use the helpers re-exported here.
 """
 
+from jobcontroller.core.children import (
+    Child,
+    Children,
+    child_body,
+    reconcile_children,
+    semantically_equal,
+)
 from jobcontroller.core.conditions import (
     REASON_CREATED,
     REASON_FAILED,
@@ -112,6 +119,8 @@ __all__ = [
     "RESTART_COUNT_ANNOTATION",
     "SERVICE",
     "Action",
+    "Child",
+    "Children",
     "CreateFailure",
     "CreateObject",
     "DeleteJob",
@@ -131,6 +140,7 @@ __all__ = [
     "ReplicaPods",
     "abnormal_pod_events",
     "all_workers",
+    "child_body",
     "count_replica_status",
     "exit_code_of",
     "expectation_key",
@@ -151,12 +161,14 @@ __all__ = [
     "phase",
     "plan",
     "pods_by_rtype",
+    "reconcile_children",
     "replica_index",
     "replica_labels",
     "replica_name",
     "replica_selector",
     "restart_all",
     "restart_count",
+    "semantically_equal",
     "set_condition",
     "set_env",
     "set_replica_selectors",

@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 from typing_extensions import override
 
 from jobcontroller.api.common import JobModel, JobStatus
+from jobcontroller.core.childspec import Children
 
 Obj = dict[str, Any]
 
@@ -404,6 +405,17 @@ class FrameworkOf(ABC, Generic[JobT]):
         Called after the base has counted replica statuses and handled restarts, and after
         ``extra_objects``; returns the events to record.
         """
+
+    def children(
+        self, job: JobT, observed: Observed, status: JobStatus, *, now: dt.datetime
+    ) -> Children:
+        """The job's other children (ConfigMaps, Secrets, batch Jobs, an HPA...): the kinds
+        managed this way and the objects of those kinds the job should have now. The base
+        creates what is missing, patches drift back, deletes the unwanted and reports names
+        held by others (core/children.py). Called when ``extra_objects`` is, before it, with
+        the same ``status``: a suspended or finished job usually wants fewer children.
+        """
+        return Children()
 
     def extra_objects(
         self, job: JobT, observed: Observed, status: JobStatus, *, now: dt.datetime

@@ -1,0 +1,43 @@
+"""The declaration of a job's other children (see core/children.py, which reconciles it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Child", "Children"]
+
+
+@dataclass(frozen=True, slots=True)
+class Child:
+    """One object a job should have."""
+
+    kind: str
+    """A kind the controller knows (its ``owned_resources``)."""
+    name: str
+    body: dict[str, Any]
+    """apiVersion, kind and what the object says (spec, data...); its metadata may hold
+    labels and annotations of its own. The base adds name, namespace, the job's labels and
+    its controller reference."""
+    drift: Sequence[str] = ("spec",)
+    """Dotted paths (``spec``, ``spec.suspend``, ``data``) whose value is kept as declared:
+    one that differs is patched back. Fields not listed are set at creation only."""
+    prune: bool = False
+    """A drifted mapping also loses the keys the declaration lacks (a ConfigMap's stale
+    entries); otherwise extra keys (defaulted by the apiserver) are left alone."""
+    conflict_blocks_creation: bool = False
+    """A name conflict is shown on the job's Created condition (as for pods) rather than
+    only as a Warning event."""
+
+
+@dataclass(frozen=True, slots=True)
+class Children:
+    """What :meth:`FrameworkOf.children` declares."""
+
+    kinds: frozenset[str] = frozenset()
+    """The kinds managed this way: an owned object of one of them that is not in ``wanted``
+    is deleted."""
+    wanted: Sequence[Child] = ()
+    delete_reason: str = "not-wanted"
+    """Why unwanted children are deleted (the executor's log)."""
