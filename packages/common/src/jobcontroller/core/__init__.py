@@ -4,6 +4,7 @@ No I/O, no asyncio, no clock: the caller passes the time and the cache contents 
 out the returned :class:`Plan`. Framework status rules use the helpers re-exported here.
 """
 
+from jobcontroller.core.batchjob import batch_job_child, batch_job_done
 from jobcontroller.core.children import (
     Child,
     Children,
@@ -140,6 +141,8 @@ __all__ = [
     "ReplicaPods",
     "abnormal_pod_events",
     "all_workers",
+    "batch_job_child",
+    "batch_job_done",
     "child_body",
     "count_replica_status",
     "exit_code_of",

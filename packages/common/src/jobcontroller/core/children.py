@@ -197,6 +197,8 @@ def reconcile_children(
         if have is None:
             other = observed.lookup(child.kind, child.name)
             if other is None:
+                if not child.create:
+                    continue
                 body = child_body(job, child, controller_name=controller_name)
                 plan.actions.append(CreateObject(kind=child.kind, body=body))
             elif not is_controlled_by(other, uid=job.uid):

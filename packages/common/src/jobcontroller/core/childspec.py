@@ -29,6 +29,12 @@ class Child:
     conflict_blocks_creation: bool = False
     """A name conflict is shown on the job's Created condition (as for pods) rather than
     only as a Warning event."""
+    create: bool = True
+    """Create it when missing; False keeps an existing one in line without creating it (a
+    finished job's launcher)."""
+    replica_type: str | None = None
+    """A batch Job child running this replica type: its counts (active, succeeded, failed)
+    become the type's replica status before ``update_status`` runs."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from jobcontroller.api.common import JobConditionType, JobStatus, ReplicaStatus
+from jobcontroller.core.batchjob import child_replica_statuses
 from jobcontroller.core.children import reconcile_children
 from jobcontroller.core.conditions import (
     REASON_CREATED,
@@ -200,6 +201,7 @@ def _add_extra_objects(ctx: PlanContext) -> None:
         ctx.actions.extend(children.actions)
         ctx.events.extend(children.events)
         ctx.conflicts.extend(children.conflicts)
+        ctx.status.replica_statuses.update(child_replica_statuses(declared.wanted, ctx.observed))
     extra = ctx.fw.extra_objects(ctx.job, ctx.observed, ctx.status, now=ctx.now)
     if extra.status is not None:
         ctx.status = extra.status

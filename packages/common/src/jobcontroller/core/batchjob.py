@@ -1,0 +1,90 @@
+"""A batch/v1 Job as a child of a training job: a replica that runs to completion (a
+launcher, a data-preparation step), kept by the base (core/children.py).
+
+The Job follows its parent: it is suspended while the job is (Kueue, or a user, parked it),
+resumed with it, and stopped (suspended: its pods go, the Job and its status stay) when the job
+finishes while it still runs under cleanPodPolicy Running or All. A finished job never creates
+it. Its counts are the replica type's status, read back on every reconcile.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from jobcontroller.api.common import CleanPodPolicy, JobModel, JobStatus, ReplicaStatus
+from jobcontroller.core.childspec import Child
+from jobcontroller.core.conditions import is_finished
+from jobcontroller.core.types import Obj, Observed
+
+__all__ = ["JOB", "batch_job_child", "batch_job_done", "child_replica_statuses"]
+
+JOB = "Job"
+
+
+def batch_job_done(obj: Obj) -> bool:
+    """Whether a batch Job has finished (a Complete or Failed condition that is True)."""
+    conditions = (obj.get("status") or {}).get("conditions") or []
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions
+    )
+
+
+def _owned(observed: Observed, name: str) -> Obj | None:
+    jobs = observed.owned.get(JOB, ())
+    return next((o for o in jobs if (o.get("metadata") or {}).get("name") == name), None)
+
+
+def batch_job_child(
+    job: JobModel[Any],
+    observed: Observed,
+    status: JobStatus,
+    *,
+    name: str,
+    rtype: str,
+    spec: Obj,
+) -> Child:
+    """The Job ``name`` running replica ``rtype`` with ``spec`` (its template, backoffLimit...;
+    ``suspend`` is the base's)."""
+    current = _owned(observed, name)
+    finished = is_finished(status)
+    stop = (
+        finished
+        and job.run_policy.clean_pod_policy in (CleanPodPolicy.RUNNING, CleanPodPolicy.ALL)
+        and current is not None
+        and not batch_job_done(current)
+    )
+    suspend = bool(job.run_policy.suspend) or stop
+    body = {
+        "apiVersion": "batch/v1",
+        "kind": JOB,
+        "spec": {**copy.deepcopy(spec), "suspend": suspend},
+    }
+    if current is not None and batch_job_done(current):
+        drift: tuple[str, ...] = ()  # a finished Job is left as it is
+    else:
+        drift = ("spec.suspend",)
+    return Child(
+        kind=JOB, name=name, body=body, drift=drift, create=not finished, replica_type=rtype
+    )
+
+
+def child_replica_statuses(
+    children: Sequence[Child], observed: Observed
+) -> Mapping[str, ReplicaStatus]:
+    """The replica status of each batch Job child that exists, from its counts."""
+    statuses: dict[str, ReplicaStatus] = {}
+    for child in children:
+        if child.replica_type is None or child.kind != JOB:
+            continue
+        current = _owned(observed, child.name)
+        if current is None:
+            continue
+        counts = current.get("status") or {}
+        statuses[child.replica_type] = ReplicaStatus(
+            active=int(counts.get("active") or 0),
+            succeeded=int(counts.get("succeeded") or 0),
+            failed=int(counts.get("failed") or 0),
+        )
+    return statuses
