@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
+from typing import ClassVar
 
 from pydantic import Field
 
@@ -66,7 +67,7 @@ class RelayJobController(JobController[RelayJob]):
     model = RelayJob
     framework_name = "relay"
     controller_name = "relayjob-controller"
-    owned_resources: Mapping[str, Resource] = {"ConfigMap": CONFIGMAPS, "Job": JOBS}
+    owned_resources: ClassVar[Mapping[str, Resource]] = {"ConfigMap": CONFIGMAPS, "Job": JOBS}
 
     @override
     def set_defaults(self, job: RelayJob) -> RelayJob:
