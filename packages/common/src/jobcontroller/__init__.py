@@ -96,6 +96,15 @@ from jobcontroller.core import (
 )
 from jobcontroller.core.podgroup import decorate_template, gang_enabled
 from jobcontroller.core.quantity import parse_quantity
+from jobcontroller.core.waitfor import (
+    CHECK_DNS,
+    CHECK_TCP,
+    WAIT_FOR_MASTER_DNS_SCRIPT,
+    WAIT_FOR_MASTER_SCRIPT,
+    add_init_containers,
+    tcp_wait_script,
+    wait_for_replica,
+)
 from jobcontroller.operator import add_job_flags, plan_config, run_job_operator, run_job_operators
 from jobcontroller.runtime.flags import Settings, parse_settings
 from jobcontroller.runtime.kube import (
@@ -109,6 +118,8 @@ from jobcontroller.runtime.kube import (
 )
 
 __all__ = [
+    "CHECK_DNS",
+    "CHECK_TCP",
     "CONFIGMAPS",
     "GANG_GENERATION_ANNOTATION",
     "GANG_RESTART_ANNOTATION",
@@ -139,6 +150,8 @@ __all__ = [
     "SECRETS",
     "SERVICE",
     "SERVICES",
+    "WAIT_FOR_MASTER_DNS_SCRIPT",
+    "WAIT_FOR_MASTER_SCRIPT",
     "Action",
     "Caches",
     "Child",
@@ -164,6 +177,7 @@ __all__ = [
     "Resource",
     "Settings",
     "Setup",
+    "add_init_containers",
     "add_job_flags",
     "all_workers",
     "batch_job_child",
@@ -208,6 +222,8 @@ __all__ = [
     "set_condition",
     "set_env",
     "set_replica_selectors",
+    "tcp_wait_script",
     "terminated_state",
+    "wait_for_replica",
     "worker0_decides",
 ]

@@ -94,8 +94,19 @@ from jobcontroller.core.types import (
     PlanConfig,
     ReplicaPods,
 )
+from jobcontroller.core.waitfor import (
+    CHECK_DNS,
+    CHECK_TCP,
+    WAIT_FOR_MASTER_DNS_SCRIPT,
+    WAIT_FOR_MASTER_SCRIPT,
+    add_init_containers,
+    tcp_wait_script,
+    wait_for_replica,
+)
 
 __all__ = [
+    "CHECK_DNS",
+    "CHECK_TCP",
     "GANG_GENERATION_ANNOTATION",
     "GANG_RESTART_ANNOTATION",
     "JOB_NAME_LABEL",
@@ -119,6 +130,8 @@ __all__ = [
     "RESTARTED_PODS_ANNOTATION",
     "RESTART_COUNT_ANNOTATION",
     "SERVICE",
+    "WAIT_FOR_MASTER_DNS_SCRIPT",
+    "WAIT_FOR_MASTER_SCRIPT",
     "Action",
     "Child",
     "Children",
@@ -140,6 +153,7 @@ __all__ = [
     "PlanConfig",
     "ReplicaPods",
     "abnormal_pod_events",
+    "add_init_containers",
     "all_workers",
     "batch_job_child",
     "batch_job_done",
@@ -175,6 +189,8 @@ __all__ = [
     "set_condition",
     "set_env",
     "set_replica_selectors",
+    "tcp_wait_script",
     "terminated_state",
+    "wait_for_replica",
     "worker0_decides",
 ]
