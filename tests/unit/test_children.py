@@ -190,3 +190,30 @@ def test_the_jobs_own_child_not_yet_in_the_owned_cache_is_waited_for() -> None:
         _job(), observed, Children(kinds=KINDS, wanted=[_config({"a": "1"})]), controller_name="c"
     )
     assert (plan.actions, plan.events) == ([], [])
+
+
+def test_an_unusable_child_is_replaced_and_unwanted_ones_may_be_kept() -> None:
+    cache = Cache()
+    secret = Child(
+        kind="Secret",
+        name="toy-ssh",
+        body={"apiVersion": "v1", "kind": "Secret"},
+        drift=(),
+        valid=lambda obj: bool(obj.get("data")),
+        invalid_reason="no keys",
+        operator_label=False,
+    )
+    kinds = frozenset({"Secret", CM})
+    _sync(cache, Children(kinds=kinds, wanted=[secret, _config({"a": "1"})]))
+    made = cache.objects[("Secret", "toy-ssh")]
+    assert made["metadata"]["labels"] == {"training.kubeflow.org/job-name": "toy"}
+    assert [a.reason for a in _sync(cache, Children(kinds=kinds, wanted=[secret]))] == [
+        "not-wanted",
+        "no keys",
+    ]
+    assert [type(a).__name__ for a in _sync(cache, Children(kinds=kinds, wanted=[secret]))] == [
+        "CreateObject"
+    ]
+    _sync(cache, Children(kinds=kinds, wanted=[_config({"a": "1"})]))
+    kept = Children(kinds=kinds, wanted=[], delete_unwanted=False)
+    assert _sync(cache, kept) == []

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +28,9 @@ from jobcontroller import (
     SECRETS,
     SERVICE,
     Action,
+    Child,
+    Children,
     CreateObject,
-    DeleteObject,
     Event,
     ExtraObjects,
     GangFlavor,
@@ -222,6 +223,26 @@ class MPIJobController(JobController[MPIJob]):
     # ------------------------------------------------------------------ owned objects
 
     @override
+    def children(
+        self, job: MPIJob, observed: Observed, status: JobStatus, *, now: dt.datetime
+    ) -> Children:
+        """The job-wide Service, the hostfile ConfigMap and the SSH Secret, kept while the job
+        runs and its launcher has not finished (then they are left as they are)."""
+        launcher = _Owned.of(job, observed).launcher
+        if is_finished(status) or (launcher is not None and job_finished(launcher)):
+            return Children()
+        running = [name for name, pod in _workers(job, observed.pods) if phase(pod) == "Running"]
+        config = config_map(job, running_workers=running, cluster_domain=self.config.cluster_domain)
+        wanted = [
+            _child(job_service(job), drift=("spec.selector", "spec.publishNotReadyAddresses")),
+            _child(config, drift=("data",)),
+            _child(ssh_secret(job), drift=(), valid=has_key_pair),
+        ]
+        return Children(
+            kinds=frozenset({SERVICE, CONFIG_MAP, SECRET}), wanted=wanted, delete_unwanted=False
+        )
+
+    @override
     def extra_objects(
         self, job: MPIJob, observed: Observed, status: JobStatus, *, now: dt.datetime
     ) -> ExtraObjects:
@@ -241,52 +262,12 @@ class MPIJobController(JobController[MPIJob]):
         actions: list[Action] = []
         events: list[Event] = []
         if not launcher_done:
-            actions += self._support_objects(job, owned, observed)
             events += self._sync_launcher(job, owned, observed, actions)
         suspended = bool(job.spec.run_policy.suspend)
         uid = str((launcher or {}).get("metadata", {}).get("uid", ""))
         pods = observed.controlled_by(POD, uid) if launcher is not None else ()
         events += apply_launcher_status(job, status, launcher, pods, now=now, final=not suspended)
         return ExtraObjects(actions=actions, events=events, status=decided)
-
-    def _support_objects(self, job: MPIJob, owned: _Owned, observed: Observed) -> list[Action]:
-        """Create the Service, ConfigMap and Secret, or bring them back to what they must be."""
-        actions: list[Action] = []
-        want_service = job_service(job)
-        if owned.service is None:
-            actions.append(CreateObject(kind=SERVICE, body=want_service))
-        elif not is_terminating(owned.service):
-            patch = _spec_patch(
-                want_service, owned.service, ("selector",), ("publishNotReadyAddresses",)
-            )
-            if patch:
-                actions.append(_patch(SERVICE, owned.service, patch))
-        running = [name for name, pod in _workers(job, observed.pods) if phase(pod) == "Running"]
-        want_config = config_map(
-            job, running_workers=running, cluster_domain=self.config.cluster_domain
-        )
-        if owned.config_map is None:
-            actions.append(CreateObject(kind=CONFIG_MAP, body=want_config))
-        elif not is_terminating(owned.config_map):
-            have = owned.config_map.get("data") or {}
-            if have != want_config["data"]:
-                data = {**dict.fromkeys(have), **want_config["data"]}  # null drops strays
-                actions.append(_patch(CONFIG_MAP, owned.config_map, {"data": data}))
-        if owned.secret is None:
-            actions.append(CreateObject(kind=SECRET, body=ssh_secret(job)))
-        elif not is_terminating(owned.secret) and not has_key_pair(owned.secret):
-            # Someone changed its keys: replace it (the create gets a fresh pair).
-            meta = owned.secret["metadata"]
-            actions.append(
-                DeleteObject(
-                    kind=SECRET,
-                    namespace=job.namespace,
-                    name=meta["name"],
-                    uid=meta.get("uid", ""),
-                    reason="incomplete ssh key pair",
-                )
-            )
-        return actions
 
     def _sync_launcher(
         self, job: MPIJob, owned: _Owned, observed: Observed, actions: list[Action]
@@ -364,6 +345,24 @@ class MPIJobController(JobController[MPIJob]):
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _child(
+    body: Obj, *, drift: tuple[str, ...], valid: Callable[[Obj], bool] | None = None
+) -> Child:
+    """One of MPI's objects as a child: its own labels only, conflicts on the Created
+    condition, a key-less Secret replaced (the create gets a fresh pair)."""
+    return Child(
+        kind=body["kind"],
+        name=body["metadata"]["name"],
+        body=body,
+        drift=drift,
+        prune=True,
+        conflict_blocks_creation=True,
+        valid=valid,
+        invalid_reason="incomplete ssh key pair",
+        operator_label=False,
+    )
 
 
 def _patch(kind: str, obj: Obj, patch: Obj) -> PatchObject:

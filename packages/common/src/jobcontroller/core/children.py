@@ -37,6 +37,7 @@ from jobcontroller.core.names import (
 from jobcontroller.core.quantity import parse_quantity
 from jobcontroller.core.replicas import is_terminating
 from jobcontroller.core.types import (
+    SERVICE,
     Action,
     CreateObject,
     DeleteObject,
@@ -75,13 +76,11 @@ def child_body(job: JobModel[Any], child: Child, *, controller_name: str) -> Obj
     metadata: Obj = {
         "name": child.name,
         "namespace": job.namespace,
-        "labels": {
-            **(own.get("labels") or {}),
-            JOB_NAME_LABEL: job.name,
-            OPERATOR_NAME_LABEL: controller_name,
-        },
+        "labels": {**(own.get("labels") or {}), JOB_NAME_LABEL: job.name},
         "ownerReferences": [owner_reference(job)],
     }
+    if child.operator_label:
+        metadata["labels"][OPERATOR_NAME_LABEL] = controller_name
     if own.get("annotations"):
         metadata["annotations"] = own["annotations"]
     head: Obj = {key: body.pop(key) for key in ("apiVersion", "kind") if key in body}
@@ -169,6 +168,12 @@ def _conflict_event(job: JobModel[Any], kind: str, name: str) -> Event:
     )
 
 
+def _cached(observed: Observed, kind: str) -> Sequence[Obj]:
+    if kind == SERVICE:
+        return observed.services
+    return observed.owned.get(kind, ())
+
+
 def reconcile_children(
     job: JobModel[Any], observed: Observed, children: Children, *, controller_name: str
 ) -> ChildPlan:
@@ -177,12 +182,12 @@ def reconcile_children(
     wanted = {(c.kind, c.name): c for c in children.wanted}
     current: dict[tuple[str, str], Obj] = {}
     for kind in sorted(children.kinds):
-        for obj in observed.owned.get(kind, ()):
+        for obj in _cached(observed, kind):
             meta = obj.get("metadata") or {}
             name = str(meta.get("name") or "")
             if (kind, name) in wanted and (kind, name) not in current:
                 current[(kind, name)] = obj
-            elif not is_terminating(obj):
+            elif children.delete_unwanted and not is_terminating(obj):
                 plan.actions.append(
                     DeleteObject(
                         kind=kind,
@@ -209,6 +214,18 @@ def reconcile_children(
                     plan.events.append(_conflict_event(job, *key))
             continue
         if is_terminating(have):
+            continue
+        if child.valid is not None and not child.valid(have):
+            meta = have.get("metadata") or {}
+            plan.actions.append(
+                DeleteObject(
+                    kind=child.kind,
+                    namespace=job.namespace,
+                    name=child.name,
+                    uid=str(meta.get("uid") or ""),
+                    reason=child.invalid_reason,
+                )
+            )
             continue
         patch = drift_patch(child, have)
         if patch is not None:
