@@ -18,7 +18,6 @@ import dataclasses
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from jobcontroller import (
     CONFIGMAPS,
@@ -27,7 +26,6 @@ from jobcontroller import (
     REASON_RUNNING,
     SECRETS,
     SERVICE,
-    Action,
     Child,
     Children,
     CreateObject,
@@ -39,10 +37,10 @@ from jobcontroller import (
     LifecycleWords,
     Obj,
     Observed,
-    PatchObject,
     PlanConfig,
     ReplicaPods,
     Setup,
+    batch_job_child,
     is_finished,
     is_terminating,
     new_reason,
@@ -51,7 +49,6 @@ from jobcontroller import (
     set_condition,
 )
 from jobcontroller.api import (
-    CleanPodPolicy,
     JobConditionType,
     JobStatus,
     ReplicaStatus,
@@ -86,6 +83,7 @@ __all__ = ["MPIJobController"]
 
 CONFIG_MAP, SECRET, JOB = CONFIGMAPS.kind, SECRETS.kind, JOBS.kind
 REASON_EVICTED = "MPIJobEvicted"
+_RESTART_POLICY = "Restart policy in pod template overridden by restart policy in replica spec"
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,82 +225,74 @@ class MPIJobController(JobController[MPIJob]):
         self, job: MPIJob, observed: Observed, status: JobStatus, *, now: dt.datetime
     ) -> Children:
         """The job-wide Service, the hostfile ConfigMap and the SSH Secret, kept while the job
-        runs and its launcher has not finished (then they are left as they are)."""
-        launcher = _Owned.of(job, observed).launcher
-        if is_finished(status) or (launcher is not None and job_finished(launcher)):
-            return Children()
-        running = [name for name, pod in _workers(job, observed.pods) if phase(pod) == "Running"]
-        config = config_map(job, running_workers=running, cluster_domain=self.config.cluster_domain)
-        wanted = [
-            _child(job_service(job), drift=("spec.selector", "spec.publishNotReadyAddresses")),
-            _child(config, drift=("data",)),
-            _child(ssh_secret(job), drift=(), valid=has_key_pair),
-        ]
-        return Children(
-            kinds=frozenset({SERVICE, CONFIG_MAP, SECRET}), wanted=wanted, delete_unwanted=False
+        runs and its launcher has not finished (then they are left as they are); and the
+        launcher Job, suspended and resumed with the job, stopped at clean-up."""
+        owned = _Owned.of(job, observed)
+        launcher = owned.launcher
+        wanted: list[Child] = []
+        if not is_finished(status) and not (launcher is not None and job_finished(launcher)):
+            running = [n for n, pod in _workers(job, observed.pods) if phase(pod) == "Running"]
+            hosts = config_map(
+                job, running_workers=running, cluster_domain=self.config.cluster_domain
+            )
+            wanted += [
+                _child(job_service(job), drift=("spec.selector", "spec.publishNotReadyAddresses")),
+                _child(hosts, drift=("data",)),
+                _child(ssh_secret(job), drift=(), valid=has_key_pair),
+            ]
+        body = launcher_job(job, config=self.config).body
+        child = batch_job_child(
+            job,
+            observed,
+            status,
+            name=launcher_name(job),
+            spec=body["spec"],
+            metadata=body["metadata"],
+            create=self._may_create_launcher(job, owned, observed),
+            hold=not _may_run(job, observed),
         )
+        wanted.append(
+            dataclasses.replace(child, operator_label=False, conflict_blocks_creation=True)
+        )
+        kinds = frozenset({SERVICE, CONFIG_MAP, SECRET, JOB})
+        return Children(kinds=kinds, wanted=wanted, delete_unwanted=False)
+
+    def _may_create_launcher(self, job: MPIJob, owned: _Owned, observed: Observed) -> bool:
+        """Its mounts first, so the pod does not start without them. Suspended: created
+        suspended, except under WaitForWorkersReady where it waits for workers that a suspended
+        job does not have (mpi-operator #615)."""
+        if owned.config_map is None or owned.secret is None:
+            return False
+        if job.spec.run_policy.suspend:
+            return not _waits_for_workers(job)
+        return _may_run(job, observed)
 
     @override
     def extra_objects(
         self, job: MPIJob, observed: Observed, status: JobStatus, *, now: dt.datetime
     ) -> ExtraObjects:
+        """What the launcher Job says about the job (its counts, its verdict)."""
         owned = _Owned.of(job, observed)
         launcher = owned.launcher
-        launcher_done = launcher is not None and job_finished(launcher)
         if launcher is not None:
             # The job's fate follows the launcher: what it says goes into a copy of the status.
             status = status.model_copy(deep=True)
-        if launcher_done:
-            # mpi-operator v0.8 stops counting workers once the launcher is done: it reports
-            # them as zero, not as succeeded (they never exit) nor active (they are deleted).
-            status.replica_statuses[MPIReplicaType.WORKER] = ReplicaStatus()
+            if job_finished(launcher):
+                # mpi-operator v0.8 stops counting workers once the launcher is done: zero, not
+                # succeeded (they never exit) nor active (they are deleted).
+                status.replica_statuses[MPIReplicaType.WORKER] = ReplicaStatus()
         decided = status if launcher is not None else None
         if is_finished(status):
-            return ExtraObjects(actions=_stop_launcher_on_cleanup(job, launcher), status=decided)
-        actions: list[Action] = []
+            return ExtraObjects(status=decided)
         events: list[Event] = []
-        if not launcher_done:
-            events += self._sync_launcher(job, owned, observed, actions)
-        suspended = bool(job.spec.run_policy.suspend)
+        creating = launcher is None and self._may_create_launcher(job, owned, observed)
+        if creating and launcher_template(job, config=self.config).template_restart_policy:
+            events.append(Event("Warning", "SetPodTemplateRestartPolicy", _RESTART_POLICY))
         uid = str((launcher or {}).get("metadata", {}).get("uid", ""))
         pods = observed.controlled_by(POD, uid) if launcher is not None else ()
-        events += apply_launcher_status(job, status, launcher, pods, now=now, final=not suspended)
-        return ExtraObjects(actions=actions, events=events, status=decided)
-
-    def _sync_launcher(
-        self, job: MPIJob, owned: _Owned, observed: Observed, actions: list[Action]
-    ) -> list[Event]:
-        """Create the launcher Job when it may start, and follow suspend and resume."""
-        suspended = bool(job.spec.run_policy.suspend)
-        wait = job.spec.launcher_creation_policy == LauncherCreationPolicy.WAIT_FOR_WORKERS_READY
-        may_run = not wait or _workers_ready(job, observed.pods)
-        launcher = owned.launcher
-        if launcher is None:
-            if owned.config_map is None or owned.secret is None:
-                return []  # its mounts first, so the pod does not start without them
-            # Suspended: create it suspended, except under WaitForWorkersReady where it
-            # waits for workers that a suspended job does not have (mpi-operator #615).
-            if (suspended and wait) or (not suspended and not may_run):
-                return []
-            built = launcher_job(job, config=self.config)
-            actions.append(CreateObject(kind=JOB, body=built.body))
-            if not built.template_restart_policy:
-                return []
-            return [
-                Event(
-                    "Warning",
-                    "SetPodTemplateRestartPolicy",
-                    "Restart policy in pod template overridden by restart policy in replica spec",
-                )
-            ]
-        if is_terminating(launcher):
-            return []
-        launcher_suspended = bool((launcher.get("spec") or {}).get("suspend"))
-        if suspended and not launcher_suspended:
-            actions.append(_patch(JOB, launcher, {"spec": {"suspend": True}}))
-        elif not suspended and launcher_suspended and may_run:
-            actions.append(_patch(JOB, launcher, _resume_patch(job, launcher, self.config)))
-        return []
+        final = not job.spec.run_policy.suspend
+        events += apply_launcher_status(job, status, launcher, pods, now=now, final=final)
+        return ExtraObjects(events=events, status=decided)
 
     # ------------------------------------------------------------------ status
 
@@ -365,69 +355,6 @@ def _child(
     )
 
 
-def _patch(kind: str, obj: Obj, patch: Obj) -> PatchObject:
-    meta = obj["metadata"]
-    return PatchObject(
-        kind=kind, namespace=meta.get("namespace", ""), name=meta["name"], patch=patch
-    )
-
-
-def _spec_patch(want: Obj, have: Obj, maps: Sequence[str], values: Sequence[str]) -> Obj | None:
-    """A merge patch for the listed spec fields that differ (stray map keys nulled)."""
-    want_spec, have_spec = want.get("spec") or {}, have.get("spec") or {}
-    patch: dict[str, Any] = {}
-    for key in maps:
-        w, h = want_spec.get(key) or {}, have_spec.get(key) or {}
-        if w != h:
-            patch[key] = {**dict.fromkeys(h), **w}
-    for key in values:
-        # The apiserver drops false and empty values; they equal an absent one.
-        if (want_spec.get(key) or None) != (have_spec.get(key) or None):
-            patch[key] = want_spec.get(key)
-    return {"spec": patch} if patch else None
-
-
-def _resume_patch(job: MPIJob, launcher: Obj, config: PlanConfig) -> Obj:
-    """Unsuspend the launcher Job, first bringing its template's scheduling directives up to
-    date (labels, annotations, node selector, tolerations, scheduling gates: what a queueing
-    system such as Kueue changed while the job waited; KEP-2926). Kubernetes accepts those
-    only before the Job starts, so they are left alone once it has."""
-    spec: dict[str, Any] = {"suspend": False}
-    if (launcher.get("status") or {}).get("startTime"):
-        return {"spec": spec}
-    want = launcher_template(job, config=config).body
-    have = (launcher.get("spec") or {}).get("template") or {}
-    template: dict[str, Any] = {}
-    metadata: dict[str, Any] = {}
-    for key in ("labels", "annotations"):
-        w, h = want.get("metadata", {}).get(key) or {}, have.get("metadata", {}).get(key) or {}
-        changed = {k: v for k, v in w.items() if h.get(k) != v}
-        if changed:
-            metadata[key] = changed
-    if metadata:
-        template["metadata"] = metadata
-    pod = _spec_patch(want, have, ("nodeSelector",), ("tolerations", "schedulingGates"))
-    if pod:
-        template["spec"] = pod["spec"]
-    if template:
-        spec["template"] = template
-    return {"spec": spec}
-
-
-def _stop_launcher_on_cleanup(job: MPIJob, launcher: Obj | None) -> list[Action]:
-    """A job that finished while its launcher still runs (a worker was evicted): under
-    cleanPodPolicy Running or All, suspend the launcher Job so its pod goes too. The Job
-    itself stays, with its status (mpi-operator keeps it; #643, #647)."""
-    policy = job.spec.run_policy.clean_pod_policy
-    if policy not in (CleanPodPolicy.RUNNING, CleanPodPolicy.ALL) or launcher is None:
-        return []
-    if job_finished(launcher) or is_terminating(launcher):
-        return []
-    if (launcher.get("spec") or {}).get("suspend"):
-        return []
-    return [_patch(JOB, launcher, {"spec": {"suspend": True}})]
-
-
 def _worker_replicas(job: MPIJob) -> int:
     worker = job.spec.mpi_replica_specs.get(MPIReplicaType.WORKER)
     return (worker.replicas or 0) if worker is not None else 0
@@ -443,6 +370,15 @@ def _workers(job: MPIJob, pods: Sequence[Obj]) -> list[tuple[str, Obj]]:
 def _slot_pods(replicas: Mapping[str, ReplicaPods]) -> list[Obj]:
     slots = replicas.get(MPIReplicaType.WORKER)
     return [pod for pods in slots.by_index.values() for pod in pods] if slots else []
+
+
+def _waits_for_workers(job: MPIJob) -> bool:
+    return job.spec.launcher_creation_policy == LauncherCreationPolicy.WAIT_FOR_WORKERS_READY
+
+
+def _may_run(job: MPIJob, observed: Observed) -> bool:
+    """The launcher may start: at once, or under WaitForWorkersReady once they all are."""
+    return not _waits_for_workers(job) or _workers_ready(job, observed.pods)
 
 
 def _workers_ready(job: MPIJob, pods: Sequence[Obj]) -> bool:

@@ -36,37 +36,68 @@ def _owned(observed: Observed, name: str) -> Obj | None:
     return next((o for o in jobs if (o.get("metadata") or {}).get("name") == name), None)
 
 
+#: What a queueing system (Kueue) may change on a suspended Job's pod template before it
+#: starts (KEP-2926), brought up to date when the Job is resumed; Kubernetes accepts these
+#: only until the Job has started. Maps under ``_PRUNED`` lose the keys no longer wanted.
+_SCHEDULING_DIRECTIVES = (
+    "spec.template.metadata.labels",
+    "spec.template.metadata.annotations",
+    "spec.template.spec.nodeSelector",
+    "spec.template.spec.tolerations",
+    "spec.template.spec.schedulingGates",
+)
+_PRUNED = frozenset({"spec.template.spec.nodeSelector"})
+
+
 def batch_job_child(
     job: JobModel[Any],
     observed: Observed,
     status: JobStatus,
     *,
     name: str,
-    rtype: str,
     spec: Obj,
+    rtype: str | None = None,
+    metadata: Obj | None = None,
+    create: bool = True,
+    hold: bool = False,
 ) -> Child:
-    """The Job ``name`` running replica ``rtype`` with ``spec`` (its template, backoffLimit...;
-    ``suspend`` is the base's)."""
+    """The Job ``name`` with ``spec`` (its template, backoffLimit...; ``suspend`` is the
+    base's), running replica ``rtype`` (its counts become that type's status; None when the
+    framework reads the Job itself). ``metadata``: labels and annotations of its own.
+    ``create``: False while it must not be created yet (its mounts are missing); ``hold``:
+    keep a suspended Job suspended even though the job runs (it waits for its workers)."""
     current = _owned(observed, name)
     finished = is_finished(status)
+    done = current is not None and batch_job_done(current)
     stop = (
         finished
         and job.run_policy.clean_pod_policy in (CleanPodPolicy.RUNNING, CleanPodPolicy.ALL)
         and current is not None
-        and not batch_job_done(current)
+        and not done
     )
-    suspend = bool(job.run_policy.suspend) or stop
-    body = {
+    now_suspended = bool(((current or {}).get("spec") or {}).get("suspend"))
+    suspend = bool(job.run_policy.suspend) or stop or (hold and now_suspended)
+    body: Obj = {
         "apiVersion": "batch/v1",
         "kind": JOB,
+        "metadata": copy.deepcopy(metadata or {}),
         "spec": {**copy.deepcopy(spec), "suspend": suspend},
     }
-    if current is not None and batch_job_done(current):
-        drift: tuple[str, ...] = ()  # a finished Job is left as it is
-    else:
-        drift = ("spec.suspend",)
+    drift: tuple[str, ...] = ("spec.suspend",)
+    if done or (finished and not stop):
+        drift = ()  # a finished Job, or a finished job's, is left as it is
+    elif (
+        now_suspended and not suspend and not ((current or {}).get("status") or {}).get("startTime")
+    ):
+        drift += _SCHEDULING_DIRECTIVES
     return Child(
-        kind=JOB, name=name, body=body, drift=drift, create=not finished, replica_type=rtype
+        kind=JOB,
+        name=name,
+        body=body,
+        drift=drift,
+        prune=_PRUNED,
+        create=create and not finished,
+        replica_type=rtype,
     )
 
 

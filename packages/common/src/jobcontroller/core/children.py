@@ -130,13 +130,10 @@ def _same(desired: Any, actual: Any, *, prune: bool) -> bool:
     # The apiserver drops false and empty values: they equal an absent one.
     if _empty(desired) and _empty(actual):
         return True
-    if (
-        prune
-        and isinstance(desired, dict)
-        and isinstance(actual, dict)
-        and set(actual) - set(desired)
-    ):
-        return False
+    if prune and isinstance(desired, dict | None) and isinstance(actual, dict):
+        return (desired or {}) == actual
+    if _empty(desired) and isinstance(desired, dict | None) and isinstance(actual, dict):
+        return True  # an unpruned mapping keeps the keys others set; no keys: nothing to say
     return semantically_equal(desired, actual)
 
 
@@ -147,11 +144,12 @@ def drift_patch(child: Child, current: Obj) -> Obj | None:
     for dotted in child.drift:
         path = dotted.split(".")
         want, have = _at(child.body, path), _at(current, path)
-        if _same(want, have, prune=child.prune):
+        prune = child.prune if isinstance(child.prune, bool) else dotted in child.prune
+        if _same(want, have, prune=prune):
             continue
         value = want
-        if child.prune and isinstance(want, dict) and isinstance(have, dict):
-            value = {**dict.fromkeys(have), **want}  # null drops the strays
+        if prune and isinstance(want, dict | None) and isinstance(have, dict):
+            value = {**dict.fromkeys(have), **(want or {})}  # null drops the strays
         node = patch
         for key in path[:-1]:
             node = node.setdefault(key, {})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,11 +23,11 @@ class Child:
     drift: Sequence[str] = ("spec",)
     """Dotted paths (``spec``, ``spec.suspend``, ``data``) whose value is kept as declared:
     one that differs is patched back. Fields not listed are set at creation only."""
-    prune: bool = False
+    prune: bool | Collection[str] = False
     """Mappings at the drift paths are data, compared exactly, and a drifted one also loses
     the keys the declaration lacks (a ConfigMap's stale entries, a selector's stray labels);
     otherwise extra keys (defaulted by the apiserver) are left alone and values are compared
-    semantically."""
+    semantically. A collection of drift paths: those paths only."""
     conflict_blocks_creation: bool = False
     """A name conflict is shown on the job's Created condition (as for pods) rather than
     only as a Warning event."""
