@@ -1,9 +1,10 @@
 """MPIJob: the JobController hooks that reproduce mpi-operator v2beta1.
 
 The base runs the workers (one pod per index, never recreated: retries are the launcher's).
-Everything else is MPI's own and comes from ``extra_objects``: the job-wide headless Service,
-the ``<job>-config`` hostfile ConfigMap, the ``<job>-ssh`` Secret and the launcher, a batch/v1
-Job that carries runPolicy's backoffLimit, activeDeadlineSeconds and ttlSecondsAfterFinished.
+The rest are children the base keeps as ``children`` declares them: the job-wide headless
+Service, the ``<job>-config`` hostfile ConfigMap, the ``<job>-ssh`` Secret and the launcher, a
+batch/v1 Job (the base's child Job: suspended, resumed and stopped with the MPIJob) that
+carries runPolicy's backoffLimit, activeDeadlineSeconds and ttlSecondsAfterFinished.
 The job's fate follows the launcher Job (read in ``extra_objects``, which returns the status
 with the launcher's counts and verdict); eviction of a worker and the Running rule come from the
 workers (``update_status``, which runs on that status).
@@ -42,6 +43,7 @@ from jobcontroller import (
     Setup,
     batch_job_child,
     is_finished,
+    is_pod_ready,
     is_terminating,
     new_reason,
     override,
@@ -385,10 +387,5 @@ def _workers_ready(job: MPIJob, pods: Sequence[Obj]) -> bool:
     """Every worker exists and is Ready (WaitForWorkersReady)."""
     workers = _workers(job, pods)
     return len(workers) == _worker_replicas(job) and all(
-        not is_terminating(pod) and _pod_ready(pod) for _, pod in workers
+        not is_terminating(pod) and is_pod_ready(pod) for _, pod in workers
     )
-
-
-def _pod_ready(pod: Obj) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

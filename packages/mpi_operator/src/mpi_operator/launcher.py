@@ -14,7 +14,7 @@ import copy
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from jobcontroller import (
     GANG_GENERATION_ANNOTATION,
@@ -28,6 +28,8 @@ from jobcontroller import (
     GangFlavor,
     Obj,
     PlanConfig,
+    batch_job_condition,
+    batch_job_done,
     decorate_template,
     gang_enabled,
     gang_generation,
@@ -310,15 +312,8 @@ def _failure(job: MPIJob, condition: Obj, pods: Sequence[Obj]) -> tuple[str, str
     return reason, message
 
 
-def job_condition(job: Obj, cond_type: str) -> Obj | None:
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == cond_type and cond.get("status") == "True":
-            return cast(Obj, cond)
-    return None
-
-
-def job_finished(job: Obj) -> bool:
-    return job_condition(job, "Complete") is not None or job_condition(job, "Failed") is not None
+job_condition = batch_job_condition
+job_finished = batch_job_done
 
 
 def pod_reason(pod: Obj) -> str:

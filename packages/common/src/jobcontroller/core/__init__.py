@@ -4,7 +4,7 @@ No I/O, no asyncio, no clock: the caller passes the time and the cache contents 
 out the returned :class:`Plan`. Framework status rules use the helpers re-exported here.
 """
 
-from jobcontroller.core.batchjob import batch_job_child, batch_job_done
+from jobcontroller.core.batchjob import batch_job_child, batch_job_condition, batch_job_done
 from jobcontroller.core.children import (
     Child,
     Children,
@@ -62,6 +62,7 @@ from jobcontroller.core.replicas import (
     count_replica_status,
     exit_code_of,
     group_by_index,
+    is_pod_ready,
     is_retryable,
     is_terminating,
     phase,
@@ -156,6 +157,7 @@ __all__ = [
     "add_init_containers",
     "all_workers",
     "batch_job_child",
+    "batch_job_condition",
     "batch_job_done",
     "child_body",
     "count_replica_status",
@@ -166,6 +168,7 @@ __all__ = [
     "is_controlled_by",
     "is_failed",
     "is_finished",
+    "is_pod_ready",
     "is_restarting",
     "is_retryable",
     "is_running",

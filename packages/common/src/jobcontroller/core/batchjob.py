@@ -18,17 +18,32 @@ from jobcontroller.core.childspec import Child
 from jobcontroller.core.conditions import is_finished
 from jobcontroller.core.types import Obj, Observed
 
-__all__ = ["JOB", "batch_job_child", "batch_job_done", "child_replica_statuses"]
+__all__ = [
+    "JOB",
+    "batch_job_child",
+    "batch_job_condition",
+    "batch_job_done",
+    "child_replica_statuses",
+]
 
 JOB = "Job"
 
 
+def batch_job_condition(obj: Obj, cond_type: str) -> Obj | None:
+    """A batch Job's condition of ``cond_type`` (Complete, Failed...) when it is True."""
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if (
+            isinstance(cond, dict)
+            and cond.get("type") == cond_type
+            and cond.get("status") == "True"
+        ):
+            return cond
+    return None
+
+
 def batch_job_done(obj: Obj) -> bool:
     """Whether a batch Job has finished (a Complete or Failed condition that is True)."""
-    conditions = (obj.get("status") or {}).get("conditions") or []
-    return any(
-        c.get("type") in ("Complete", "Failed") and c.get("status") == "True" for c in conditions
-    )
+    return any(batch_job_condition(obj, t) is not None for t in ("Complete", "Failed"))
 
 
 def _owned(observed: Observed, name: str) -> Obj | None:

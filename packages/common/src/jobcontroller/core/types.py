@@ -420,9 +420,9 @@ class FrameworkOf(ABC, Generic[JobT]):
     def extra_objects(
         self, job: JobT, observed: Observed, status: JobStatus, *, now: dt.datetime
     ) -> ExtraObjects:
-        """Actions on framework-specific owned objects (ConfigMap, Secret, launcher Job, HPA),
-        and what they say about the job's status (``status`` is the planner's: read it, and
-        return a changed copy in :attr:`ExtraObjects.status`).
+        """Actions on owned objects that ``children`` cannot declare, and what the framework's
+        objects say about the job's status (MPI: the launcher Job's verdict; ``status`` is the
+        planner's: read it, and return a changed copy in :attr:`ExtraObjects.status`).
 
         Called on every reconcile of a valid job: live, suspended (``status`` has
         Suspended=True: remove an HPA, suspend a launcher Job) or finished (Succeeded or
