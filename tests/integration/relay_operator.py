@@ -6,6 +6,7 @@ back when they drift, suspended and resumed with the job, read back into the sta
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from collections.abc import Mapping
 from typing import ClassVar
@@ -24,10 +25,12 @@ from jobcontroller import (
     Observed,
     ReplicaPods,
     Resource,
+    add_init_containers,
     batch_job_child,
     new_reason,
     override,
     set_condition,
+    wait_for_replica,
 )
 from jobcontroller.api import (
     JobConditionType,
@@ -42,6 +45,7 @@ from jobcontroller.api import (
 )
 
 LAUNCHER, WORKER = "Launcher", "Worker"
+PORT = 2222
 
 
 class RelayJobSpec(JobSpec):
@@ -94,11 +98,14 @@ class RelayJobController(JobController[RelayJob]):
             drift=("data",),
             prune=True,
         )
-        template = job.spec.relay_replica_specs[LAUNCHER].template
-        spec = {
-            "backoffLimit": 0,
-            "template": {**template, "spec": {**template["spec"], "restartPolicy": "Never"}},
-        }
+        template = copy.deepcopy(job.spec.relay_replica_specs[LAUNCHER].template)
+        template.setdefault("spec", {})["restartPolicy"] = "Never"
+        # The launcher starts once worker 0 listens (the base's wait-for-replica container).
+        wait = wait_for_replica(
+            job, rtype=WORKER, index=0, port=PORT, name="wait-worker", image="busybox:1.36"
+        )
+        add_init_containers(template, [wait])
+        spec = {"backoffLimit": 0, "template": template}
         launcher = batch_job_child(
             job, observed, status, name=f"{job.name}-launcher", rtype=LAUNCHER, spec=spec
         )

@@ -80,6 +80,9 @@ async def test_relayjob_children_follow_the_job(
             kube, JOBS, f"{name}-launcher", namespace=ns, until=lambda o: o is not None
         )
         assert launcher is not None and launcher["spec"]["suspend"] is True
+        [wait] = launcher["spec"]["template"]["spec"]["initContainers"]
+        env = {e["name"]: e["value"] for e in wait["env"]}
+        assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("relay-worker-0", "2222")
         hosts = await wait_for(
             kube, CONFIGMAPS, f"{name}-hosts", namespace=ns, until=lambda o: o is not None
         )
