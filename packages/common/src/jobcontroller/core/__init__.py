@@ -55,6 +55,7 @@ from jobcontroller.core.names import (
     replica_selector,
     set_replica_selectors,
 )
+from jobcontroller.core.objects import build_template
 from jobcontroller.core.planner import plan
 from jobcontroller.core.replicas import (
     NOT_TERMINATED_EXIT_CODE,
@@ -159,6 +160,7 @@ __all__ = [
     "batch_job_child",
     "batch_job_condition",
     "batch_job_done",
+    "build_template",
     "child_body",
     "count_replica_status",
     "exit_code_of",
