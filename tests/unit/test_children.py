@@ -217,3 +217,19 @@ def test_an_unusable_child_is_replaced_and_unwanted_ones_may_be_kept() -> None:
     _sync(cache, Children(kinds=kinds, wanted=[_config({"a": "1"})]))
     kept = Children(kinds=kinds, wanted=[], delete_unwanted=False)
     assert _sync(cache, kept) == []
+
+
+def test_a_replicas_service_is_never_a_child_to_delete() -> None:
+    replica = {
+        "metadata": {
+            "name": "toy-worker-0",
+            "uid": "s",
+            "labels": {"training.kubeflow.org/replica-type": "worker"},
+        }
+    }
+    stray = {"metadata": {"name": "toy-extra", "uid": "x", "labels": {}}}
+    observed = Observed(services=[replica, stray])
+    plan = reconcile_children(
+        _job(), observed, Children(kinds=frozenset({"Service"})), controller_name="c"
+    )
+    assert [a.name for a in plan.actions if isinstance(a, DeleteObject)] == ["toy-extra"]

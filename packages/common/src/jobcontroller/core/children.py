@@ -31,6 +31,7 @@ from jobcontroller.core.childspec import Child, Children
 from jobcontroller.core.names import (
     JOB_NAME_LABEL,
     OPERATOR_NAME_LABEL,
+    REPLICA_TYPE_LABEL,
     is_controlled_by,
     owner_reference,
 )
@@ -167,8 +168,14 @@ def _conflict_event(job: JobModel[Any], kind: str, name: str) -> Event:
 
 
 def _cached(observed: Observed, kind: str) -> Sequence[Obj]:
+    """The job's objects of ``kind``; of its Services, only those that are not a replica's
+    (the base keeps those)."""
     if kind == SERVICE:
-        return observed.services
+        return [
+            svc
+            for svc in observed.services
+            if REPLICA_TYPE_LABEL not in ((svc.get("metadata") or {}).get("labels") or {})
+        ]
     return observed.owned.get(kind, ())
 
 
