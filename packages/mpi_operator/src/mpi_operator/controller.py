@@ -1,9 +1,10 @@
 """MPIJob: the JobController hooks that reproduce mpi-operator v2beta1.
 
 The base runs the workers (one pod per index, never recreated: retries are the launcher's).
-Everything else is MPI's own and comes from ``extra_objects``: the job-wide headless Service,
-the ``<job>-config`` hostfile ConfigMap, the ``<job>-ssh`` Secret and the launcher, a batch/v1
-Job that carries runPolicy's backoffLimit, activeDeadlineSeconds and ttlSecondsAfterFinished.
+The rest are children the base keeps as ``children`` declares them: the job-wide headless
+Service, the ``<job>-config`` hostfile ConfigMap, the ``<job>-ssh`` Secret and the launcher, a
+batch/v1 Job (the base's child Job: suspended, resumed and stopped with the MPIJob) that
+carries runPolicy's backoffLimit, activeDeadlineSeconds and ttlSecondsAfterFinished.
 The job's fate follows the launcher Job (read in ``extra_objects``, which returns the status
 with the launcher's counts and verdict); eviction of a worker and the Running rule come from the
 workers (``update_status``, which runs on that status).
@@ -16,9 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from jobcontroller import (
     CONFIGMAPS,
@@ -28,9 +28,9 @@ from jobcontroller import (
     REASON_RUNNING,
     SECRETS,
     SERVICE,
-    Action,
+    Child,
+    Children,
     CreateObject,
-    DeleteObject,
     Event,
     ExtraObjects,
     GangFlavor,
@@ -39,11 +39,12 @@ from jobcontroller import (
     LifecycleWords,
     Obj,
     Observed,
-    PatchObject,
     PlanConfig,
     ReplicaPods,
     Setup,
+    batch_job_child,
     is_finished,
+    is_pod_ready,
     is_terminating,
     new_reason,
     override,
@@ -52,7 +53,6 @@ from jobcontroller import (
     size_message,
 )
 from jobcontroller.api import (
-    CleanPodPolicy,
     JobConditionType,
     JobStatus,
     ReplicaStatus,
@@ -88,6 +88,7 @@ __all__ = ["MPIJobController"]
 
 CONFIG_MAP, SECRET, JOB = CONFIGMAPS.kind, SECRETS.kind, JOBS.kind
 REASON_EVICTED = "MPIJobEvicted"
+_RESTART_POLICY = "Restart policy in pod template overridden by restart policy in replica spec"
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,106 +241,78 @@ class MPIJobController(JobController[MPIJob]):
     # ------------------------------------------------------------------ owned objects
 
     @override
+    def children(
+        self, job: MPIJob, observed: Observed, status: JobStatus, *, now: dt.datetime
+    ) -> Children:
+        """The job-wide Service, the hostfile ConfigMap and the SSH Secret, kept while the job
+        runs and its launcher has not finished (then they are left as they are); and the
+        launcher Job, suspended and resumed with the job, stopped at clean-up."""
+        owned = _Owned.of(job, observed)
+        launcher = owned.launcher
+        wanted: list[Child] = []
+        if not is_finished(status) and not (launcher is not None and job_finished(launcher)):
+            running = [n for n, pod in _workers(job, observed.pods) if phase(pod) == "Running"]
+            hosts = config_map(
+                job, running_workers=running, cluster_domain=self.config.cluster_domain
+            )
+            wanted += [
+                _child(job_service(job), drift=("spec.selector", "spec.publishNotReadyAddresses")),
+                _child(hosts, drift=("data",)),
+                _child(ssh_secret(job), drift=(), valid=has_key_pair),
+            ]
+        body = launcher_job(job, config=self.config).body
+        child = batch_job_child(
+            job,
+            observed,
+            status,
+            name=launcher_name(job),
+            spec=body["spec"],
+            metadata=body["metadata"],
+            create=self._may_create_launcher(job, owned, observed),
+            hold=not _may_run(job, observed),
+        )
+        wanted.append(
+            dataclasses.replace(child, operator_label=False, conflict_blocks_creation=True)
+        )
+        kinds = frozenset({SERVICE, CONFIG_MAP, SECRET, JOB})
+        return Children(kinds=kinds, wanted=wanted, delete_unwanted=False)
+
+    def _may_create_launcher(self, job: MPIJob, owned: _Owned, observed: Observed) -> bool:
+        """Its mounts first, so the pod does not start without them. Suspended: created
+        suspended, except under WaitForWorkersReady where it waits for workers that a suspended
+        job does not have (mpi-operator #615)."""
+        if owned.config_map is None or owned.secret is None:
+            return False
+        if job.spec.run_policy.suspend:
+            return not _waits_for_workers(job)
+        return _may_run(job, observed)
+
+    @override
     def extra_objects(
         self, job: MPIJob, observed: Observed, status: JobStatus, *, now: dt.datetime
     ) -> ExtraObjects:
+        """What the launcher Job says about the job (its counts, its verdict)."""
         owned = _Owned.of(job, observed)
         launcher = owned.launcher
-        launcher_done = launcher is not None and job_finished(launcher)
         if launcher is not None:
             # The job's fate follows the launcher: what it says goes into a copy of the status.
             status = status.model_copy(deep=True)
-        if launcher_done:
-            # mpi-operator v0.8 stops counting workers once the launcher is done: it reports
-            # them as zero, not as succeeded (they never exit) nor active (they are deleted).
-            status.replica_statuses[MPIReplicaType.WORKER] = ReplicaStatus()
+            if job_finished(launcher):
+                # mpi-operator v0.8 stops counting workers once the launcher is done: zero, not
+                # succeeded (they never exit) nor active (they are deleted).
+                status.replica_statuses[MPIReplicaType.WORKER] = ReplicaStatus()
         decided = status if launcher is not None else None
         if is_finished(status):
-            return ExtraObjects(actions=_stop_launcher_on_cleanup(job, launcher), status=decided)
-        actions: list[Action] = []
+            return ExtraObjects(status=decided)
         events: list[Event] = []
-        if not launcher_done:
-            actions += self._support_objects(job, owned, observed)
-            events += self._sync_launcher(job, owned, observed, actions)
-        suspended = bool(job.spec.run_policy.suspend)
+        creating = launcher is None and self._may_create_launcher(job, owned, observed)
+        if creating and launcher_template(job, config=self.config).template_restart_policy:
+            events.append(Event("Warning", "SetPodTemplateRestartPolicy", _RESTART_POLICY))
         uid = str((launcher or {}).get("metadata", {}).get("uid", ""))
         pods = observed.controlled_by(POD, uid) if launcher is not None else ()
-        events += apply_launcher_status(job, status, launcher, pods, now=now, final=not suspended)
-        return ExtraObjects(actions=actions, events=events, status=decided)
-
-    def _support_objects(self, job: MPIJob, owned: _Owned, observed: Observed) -> list[Action]:
-        """Create the Service, ConfigMap and Secret, or bring them back to what they must be."""
-        actions: list[Action] = []
-        want_service = job_service(job)
-        if owned.service is None:
-            actions.append(CreateObject(kind=SERVICE, body=want_service))
-        elif not is_terminating(owned.service):
-            patch = _spec_patch(
-                want_service, owned.service, ("selector",), ("publishNotReadyAddresses",)
-            )
-            if patch:
-                actions.append(_patch(SERVICE, owned.service, patch))
-        running = [name for name, pod in _workers(job, observed.pods) if phase(pod) == "Running"]
-        want_config = config_map(
-            job, running_workers=running, cluster_domain=self.config.cluster_domain
-        )
-        if owned.config_map is None:
-            actions.append(CreateObject(kind=CONFIG_MAP, body=want_config))
-        elif not is_terminating(owned.config_map):
-            have = owned.config_map.get("data") or {}
-            if have != want_config["data"]:
-                data = {**dict.fromkeys(have), **want_config["data"]}  # null drops strays
-                actions.append(_patch(CONFIG_MAP, owned.config_map, {"data": data}))
-        if owned.secret is None:
-            actions.append(CreateObject(kind=SECRET, body=ssh_secret(job)))
-        elif not is_terminating(owned.secret) and not has_key_pair(owned.secret):
-            # Someone changed its keys: replace it (the create gets a fresh pair).
-            meta = owned.secret["metadata"]
-            actions.append(
-                DeleteObject(
-                    kind=SECRET,
-                    namespace=job.namespace,
-                    name=meta["name"],
-                    uid=meta.get("uid", ""),
-                    reason="incomplete ssh key pair",
-                )
-            )
-        return actions
-
-    def _sync_launcher(
-        self, job: MPIJob, owned: _Owned, observed: Observed, actions: list[Action]
-    ) -> list[Event]:
-        """Create the launcher Job when it may start, and follow suspend and resume."""
-        suspended = bool(job.spec.run_policy.suspend)
-        wait = job.spec.launcher_creation_policy == LauncherCreationPolicy.WAIT_FOR_WORKERS_READY
-        may_run = not wait or _workers_ready(job, observed.pods)
-        launcher = owned.launcher
-        if launcher is None:
-            if owned.config_map is None or owned.secret is None:
-                return []  # its mounts first, so the pod does not start without them
-            # Suspended: create it suspended, except under WaitForWorkersReady where it
-            # waits for workers that a suspended job does not have (mpi-operator #615).
-            if (suspended and wait) or (not suspended and not may_run):
-                return []
-            built = launcher_job(job, config=self.config)
-            actions.append(CreateObject(kind=JOB, body=built.body))
-            if not built.template_restart_policy:
-                return []
-            return [
-                Event(
-                    "Warning",
-                    "SetPodTemplateRestartPolicy",
-                    "Restart policy in pod template overridden by restart policy in replica spec",
-                )
-            ]
-        if is_terminating(launcher):
-            return []
-        launcher_suspended = bool((launcher.get("spec") or {}).get("suspend"))
-        if suspended and not launcher_suspended:
-            actions.append(_patch(JOB, launcher, {"spec": {"suspend": True}}))
-        elif not suspended and launcher_suspended and may_run:
-            actions.append(_patch(JOB, launcher, _resume_patch(job, launcher, self.config)))
-        return []
+        final = not job.spec.run_policy.suspend
+        events += apply_launcher_status(job, status, launcher, pods, now=now, final=final)
+        return ExtraObjects(events=events, status=decided)
 
     # ------------------------------------------------------------------ status
 
@@ -384,67 +357,22 @@ class MPIJobController(JobController[MPIJob]):
 # ---------------------------------------------------------------------- helpers
 
 
-def _patch(kind: str, obj: Obj, patch: Obj) -> PatchObject:
-    meta = obj["metadata"]
-    return PatchObject(
-        kind=kind, namespace=meta.get("namespace", ""), name=meta["name"], patch=patch
+def _child(
+    body: Obj, *, drift: tuple[str, ...], valid: Callable[[Obj], bool] | None = None
+) -> Child:
+    """One of MPI's objects as a child: its own labels only, conflicts on the Created
+    condition, a key-less Secret replaced (the create gets a fresh pair)."""
+    return Child(
+        kind=body["kind"],
+        name=body["metadata"]["name"],
+        body=body,
+        drift=drift,
+        prune=True,
+        conflict_blocks_creation=True,
+        valid=valid,
+        invalid_reason="incomplete ssh key pair",
+        operator_label=False,
     )
-
-
-def _spec_patch(want: Obj, have: Obj, maps: Sequence[str], values: Sequence[str]) -> Obj | None:
-    """A merge patch for the listed spec fields that differ (stray map keys nulled)."""
-    want_spec, have_spec = want.get("spec") or {}, have.get("spec") or {}
-    patch: dict[str, Any] = {}
-    for key in maps:
-        w, h = want_spec.get(key) or {}, have_spec.get(key) or {}
-        if w != h:
-            patch[key] = {**dict.fromkeys(h), **w}
-    for key in values:
-        # The apiserver drops false and empty values; they equal an absent one.
-        if (want_spec.get(key) or None) != (have_spec.get(key) or None):
-            patch[key] = want_spec.get(key)
-    return {"spec": patch} if patch else None
-
-
-def _resume_patch(job: MPIJob, launcher: Obj, config: PlanConfig) -> Obj:
-    """Unsuspend the launcher Job, first bringing its template's scheduling directives up to
-    date (labels, annotations, node selector, tolerations, scheduling gates: what a queueing
-    system such as Kueue changed while the job waited; KEP-2926). Kubernetes accepts those
-    only before the Job starts, so they are left alone once it has."""
-    spec: dict[str, Any] = {"suspend": False}
-    if (launcher.get("status") or {}).get("startTime"):
-        return {"spec": spec}
-    want = launcher_template(job, config=config).body
-    have = (launcher.get("spec") or {}).get("template") or {}
-    template: dict[str, Any] = {}
-    metadata: dict[str, Any] = {}
-    for key in ("labels", "annotations"):
-        w, h = want.get("metadata", {}).get(key) or {}, have.get("metadata", {}).get(key) or {}
-        changed = {k: v for k, v in w.items() if h.get(k) != v}
-        if changed:
-            metadata[key] = changed
-    if metadata:
-        template["metadata"] = metadata
-    pod = _spec_patch(want, have, ("nodeSelector",), ("tolerations", "schedulingGates"))
-    if pod:
-        template["spec"] = pod["spec"]
-    if template:
-        spec["template"] = template
-    return {"spec": spec}
-
-
-def _stop_launcher_on_cleanup(job: MPIJob, launcher: Obj | None) -> list[Action]:
-    """A job that finished while its launcher still runs (a worker was evicted): under
-    cleanPodPolicy Running or All, suspend the launcher Job so its pod goes too. The Job
-    itself stays, with its status (mpi-operator keeps it; #643, #647)."""
-    policy = job.spec.run_policy.clean_pod_policy
-    if policy not in (CleanPodPolicy.RUNNING, CleanPodPolicy.ALL) or launcher is None:
-        return []
-    if job_finished(launcher) or is_terminating(launcher):
-        return []
-    if (launcher.get("spec") or {}).get("suspend"):
-        return []
-    return [_patch(JOB, launcher, {"spec": {"suspend": True}})]
 
 
 def _worker_replicas(job: MPIJob) -> int:
@@ -476,14 +404,18 @@ def _slot_pods(replicas: Mapping[str, ReplicaPods]) -> list[Obj]:
     return [pod for pods in slots.by_index.values() for pod in pods] if slots else []
 
 
+def _waits_for_workers(job: MPIJob) -> bool:
+    return job.spec.launcher_creation_policy == LauncherCreationPolicy.WAIT_FOR_WORKERS_READY
+
+
+def _may_run(job: MPIJob, observed: Observed) -> bool:
+    """The launcher may start: at once, or under WaitForWorkersReady once they all are."""
+    return not _waits_for_workers(job) or _workers_ready(job, observed.pods)
+
+
 def _workers_ready(job: MPIJob, pods: Sequence[Obj]) -> bool:
     """Every worker exists and is Ready (WaitForWorkersReady)."""
     workers = _workers(job, pods)
     return len(workers) == _worker_replicas(job) and all(
-        not is_terminating(pod) and _pod_ready(pod) for _, pod in workers
+        not is_terminating(pod) and is_pod_ready(pod) for _, pod in workers
     )
-
-
-def _pod_ready(pod: Obj) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

@@ -10,11 +10,10 @@ succeeds or fails when the launcher Job does, with its reason.
 
 from __future__ import annotations
 
-import copy
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from jobcontroller import (
     GANG_GENERATION_ANNOTATION,
@@ -28,8 +27,9 @@ from jobcontroller import (
     GangFlavor,
     Obj,
     PlanConfig,
-    decorate_template,
-    gang_enabled,
+    batch_job_condition,
+    batch_job_done,
+    build_template,
     gang_generation,
     new_reason,
     owner_reference,
@@ -137,53 +137,51 @@ class BuiltLauncher:
 def launcher_template(job: MPIJob, *, config: PlanConfig) -> BuiltLauncher:
     """The launcher pod template: labels, host name, MPI env, hostfile and SSH mounts."""
     replica = job.spec.mpi_replica_specs[MPIReplicaType.LAUNCHER]
-    template: Obj = copy.deepcopy(replica.template)
-    metadata = template.setdefault("metadata", {})
-    spec = template.setdefault("spec", {})
-    labels = dict(metadata.get("labels") or {})
-    labels.update(
-        {OPERATOR_NAME_LABEL: OPERATOR_NAME, JOB_NAME_LABEL: job.name, JOB_ROLE_LABEL: "launcher"}
-    )
+    labels = {
+        OPERATOR_NAME_LABEL: OPERATOR_NAME,
+        JOB_NAME_LABEL: job.name,
+        JOB_ROLE_LABEL: "launcher",
+    }
     if job.spec.run_launcher_as_worker:
         labels[REPLICA_INDEX_LABEL] = "0"  # workers start at 1 (Kueue's TAS needs an index)
-    metadata["labels"] = labels
-    if gang_enabled(config):
-        decorate_template(
-            template,
-            job_name=job.name,
-            rtype=MPIReplicaType.LAUNCHER,
-            config=config,
-            flavor=GangFlavor.mpi_operator(),
+
+    def configure(template: Obj) -> None:
+        spec = template["spec"]
+        _host_wiring(spec, job=job, hostname=launcher_name(job))
+        container = spec["containers"][0]
+        container["env"] = [*(container.get("env") or []), *launcher_env(job)]
+        mount_ssh_auth(spec, job=job)
+        spec.setdefault("volumes", []).append(
+            {
+                "name": CONFIG_VOLUME,
+                "configMap": {
+                    "name": config_map_name(job),
+                    "items": [
+                        {"key": HOSTFILE_KEY, "path": HOSTFILE_KEY, "mode": _READ_ONLY},
+                        {
+                            "key": DISCOVER_HOSTS_KEY,
+                            "path": DISCOVER_HOSTS_KEY,
+                            "mode": _EXECUTABLE,
+                        },
+                    ],
+                },
+            }
         )
-    _host_wiring(spec, job=job, hostname=launcher_name(job))
-    container = spec["containers"][0]
-    container["env"] = [*(container.get("env") or []), *launcher_env(job)]
-    mount_ssh_auth(spec, job=job)
-    template_restart_policy = bool(spec.get("restartPolicy"))
-    spec["restartPolicy"] = _pod_restart_policy(replica.restart_policy)
-    if restart_all(job):
-        # Whole-gang restart: the operator retries the launcher with the workers, never alone.
-        spec["restartPolicy"] = "Never"
-        metadata["annotations"] = {
-            **(metadata.get("annotations") or {}),
-            GANG_GENERATION_ANNOTATION: str(gang_generation(job)),
-        }
-    spec.setdefault("volumes", []).append(
-        {
-            "name": CONFIG_VOLUME,
-            "configMap": {
-                "name": config_map_name(job),
-                "items": [
-                    {"key": HOSTFILE_KEY, "path": HOSTFILE_KEY, "mode": _READ_ONLY},
-                    {"key": DISCOVER_HOSTS_KEY, "path": DISCOVER_HOSTS_KEY, "mode": _EXECUTABLE},
-                ],
-            },
-        }
+        container.setdefault("volumeMounts", []).append(
+            {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT_PATH}
+        )
+
+    built = build_template(
+        job,
+        rtype=MPIReplicaType.LAUNCHER,
+        spec=replica,
+        config=config,
+        labels=labels,
+        restart_policy=_pod_restart_policy(replica.restart_policy),
+        configure=configure,
+        flavor=GangFlavor.mpi_operator(),
     )
-    container.setdefault("volumeMounts", []).append(
-        {"name": CONFIG_VOLUME, "mountPath": CONFIG_MOUNT_PATH}
-    )
-    return BuiltLauncher(body=template, template_restart_policy=template_restart_policy)
+    return BuiltLauncher(body=built.template, template_restart_policy=built.template_restart_policy)
 
 
 def launcher_job(job: MPIJob, *, config: PlanConfig) -> BuiltLauncher:
@@ -310,15 +308,8 @@ def _failure(job: MPIJob, condition: Obj, pods: Sequence[Obj]) -> tuple[str, str
     return reason, message
 
 
-def job_condition(job: Obj, cond_type: str) -> Obj | None:
-    for cond in (job.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == cond_type and cond.get("status") == "True":
-            return cast(Obj, cond)
-    return None
-
-
-def job_finished(job: Obj) -> bool:
-    return job_condition(job, "Complete") is not None or job_condition(job, "Failed") is not None
+job_condition = batch_job_condition
+job_finished = batch_job_done
 
 
 def pod_reason(pod: Obj) -> str:

@@ -14,34 +14,29 @@ from typing import Any, ClassVar
 
 from jobcontroller import (
     HPAS,
-    JOB_NAME_LABEL,
-    OPERATOR_NAME_LABEL,
-    REASON_FAILED,
-    REASON_RESTARTING,
-    REASON_RUNNING,
-    REASON_SUCCEEDED,
-    REPLICA_TYPE_LABEL,
+    Children,
     Event,
-    ExtraObjects,
     JobController,
     Observed,
     PlanConfig,
     ReplicaPods,
     Resource,
     is_finished,
-    new_reason,
+    master_decides,
     override,
-    set_condition,
+    replica_selector,
+    set_env,
+    set_replica_selectors,
 )
-from jobcontroller.api import JobConditionType, JobStatus, RestartPolicy
+from jobcontroller.api import JobStatus
 from pytorch_operator.api import (
     PyTorchJob,
     PyTorchReplicaType,
     default_pytorchjob,
     validate_pytorchjob,
 )
-from pytorch_operator.env import add_env, pod_env
-from pytorch_operator.hpa import HPA, hpa_actions
+from pytorch_operator.env import pod_env
+from pytorch_operator.hpa import HPA, hpa_children
 from pytorch_operator.initcontainer import (
     CHECK_TCP,
     DEFAULT_INIT_CONTAINER_IMAGE,
@@ -50,21 +45,10 @@ from pytorch_operator.initcontainer import (
     add_init_container,
 )
 
-__all__ = ["PyTorchJobController", "replica_selector"]
+__all__ = ["PyTorchJobController", "replica_selector"]  # replica_selector: the base's
 
 _MASTER = PyTorchReplicaType.MASTER
 _WORKER = PyTorchReplicaType.WORKER
-
-
-def replica_selector(*, controller_name: str, job_name: str, rtype: str) -> str:
-    """The pods of one replica type as a label-selector string (metav1.FormatLabelSelector:
-    keys sorted), which the scale subresource hands to an HPA to find the pods it measures."""
-    labels = {
-        OPERATOR_NAME_LABEL: controller_name,
-        JOB_NAME_LABEL: job_name,
-        REPLICA_TYPE_LABEL: rtype.lower(),
-    }
-    return ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
 
 
 class PyTorchJobController(JobController[PyTorchJob]):
@@ -119,7 +103,7 @@ class PyTorchJobController(JobController[PyTorchJob]):
         index: int,
         config: PlanConfig,
     ) -> None:
-        add_env(template, pod_env(job, rtype=rtype, index=index))
+        set_env(template, pod_env(job, rtype=rtype, index=index), override=True)
         add_init_container(
             job,
             template,
@@ -131,14 +115,10 @@ class PyTorchJobController(JobController[PyTorchJob]):
         )
 
     @override
-    def extra_objects(
+    def children(
         self, job: PyTorchJob, observed: Observed, status: JobStatus, *, now: dt.datetime
-    ) -> ExtraObjects:
-        wanted = not (job.run_policy.suspend or is_finished(status))
-        actions, events = hpa_actions(
-            job, observed, wanted=wanted, controller_name=self.controller_name
-        )
-        return ExtraObjects(actions=actions, events=events)
+    ) -> Children:
+        return hpa_children(job, wanted=not (job.run_policy.suspend or is_finished(status)))
 
     @override
     def update_status(
@@ -149,62 +129,8 @@ class PyTorchJobController(JobController[PyTorchJob]):
         replicas: Mapping[str, ReplicaPods],
         now: dt.datetime,
     ) -> list[Event]:
-        specs = job.spec.pytorch_replica_specs
-        kind, key = PyTorchJob.KIND, job.key
-        has_master = _MASTER in specs
+        """The Master decides; without one, all workers must succeed, or any one of an
+        elastic job's. Every replica status names its pods' selector (scale subresource)."""
+        set_replica_selectors(status, controller_name=self.controller_name, job_name=job.name)
         elastic = job.spec.elastic_policy is not None
-
-        def set_(cond: str, reason: str, message: str) -> None:
-            set_condition(
-                status, cond_type=cond, reason=new_reason(kind, reason), message=message, now=now
-            )
-
-        # v1.9's words, which differ with and without a Master: "<name> is running." and
-        # "<name> is successfully completed." with one, "<ns>/<name> ..." without.
-        def succeed() -> list[Event]:
-            done = (
-                f"{kind} {job.name} is successfully completed."
-                if has_master
-                else f"{kind} {key} successfully completed."
-            )
-            set_(JobConditionType.SUCCEEDED, REASON_SUCCEEDED, done)
-            return []
-
-        for rtype, replica_status in status.replica_statuses.items():
-            replica_status.selector = replica_selector(
-                controller_name=self.controller_name, job_name=job.name, rtype=rtype
-            )
-        for rtype in (r for r in (_MASTER, _WORKER) if r in specs):
-            counts = status.replica_statuses.get(rtype)
-            if counts is None:
-                continue
-            wanted = specs[rtype].replicas or 0
-            remaining = wanted - counts.succeeded
-            if has_master and rtype == _MASTER:
-                if counts.active > 0:
-                    set_(JobConditionType.RUNNING, REASON_RUNNING, f"{kind} {job.name} is running.")
-                if remaining == 0:
-                    return succeed()
-            elif not has_master and rtype == _WORKER:
-                if remaining == 0 or (elastic and counts.succeeded > 0):
-                    return succeed()
-                if counts.active > 0:
-                    set_(JobConditionType.RUNNING, REASON_RUNNING, f"{kind} {key} is running.")
-            if counts.failed > 0 and wanted > counts.succeeded + counts.active:
-                failure = f"{counts.failed} {rtype} replica(s) failed."
-                if specs[rtype].restart_policy == RestartPolicy.NEVER:
-                    set_(
-                        JobConditionType.FAILED,
-                        REASON_FAILED,
-                        f"{kind} {job.name} is failed because {failure}",
-                    )
-                    return []
-                # The base is recreating the failed pods (or has failed the job, for an ExitCode
-                # policy and a permanent exit code). Restarting is set after Running so that a
-                # running Master does not hide a worker's restart.
-                set_(
-                    JobConditionType.RESTARTING,
-                    REASON_RESTARTING,
-                    f"{kind} {job.name} is restarting because {failure}",
-                )
-        return []
+        return master_decides(job, status, now=now, any_worker=elastic)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobcontroller import set_env
 from pytorch_operator.api import (
     PYTORCH_CONTAINER_NAME,
     PYTORCH_PORT,
@@ -158,12 +159,4 @@ def pod_env(job: PyTorchJob, *, rtype: str, index: int) -> list[tuple[str, str]]
 def add_env(template: dict[str, Any], env: list[tuple[str, str]]) -> None:
     """Give every container of a pod template ``env``, after its own variables; where the
     container defines one of these names itself, the operator's value replaces it."""
-    names = {name for name, _ in env}
-    for container in (template.get("spec") or {}).get("containers") or []:
-        current = [
-            item
-            for item in container.get("env") or []
-            if not (isinstance(item, dict) and item.get("name") in names)
-        ]
-        current.extend({"name": name, "value": value} for name, value in env)
-        container["env"] = current
+    set_env(template, env, override=True)

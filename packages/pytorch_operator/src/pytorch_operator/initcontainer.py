@@ -33,6 +33,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jobcontroller import (
+    CHECK_DNS,
+    CHECK_TCP,
+    WAIT_FOR_MASTER_DNS_SCRIPT,
+    add_init_containers,
+    replica_name,
+    tcp_wait_script,
+    wait_for_replica,
+)
 from pytorch_operator.api import PyTorchJob, PyTorchReplicaType
 from pytorch_operator.env import replica_port
 
@@ -56,44 +65,8 @@ DEFAULT_INIT_CONTAINER_MAX_TRIES = 0
 """No limit: the job's deadline, and the stop of a failed job's pods, bound the wait."""
 DEFAULT_INIT_CONTAINER_TEMPLATE_FILE = "/etc/config/initContainer.yaml"
 """v1.9's default path; used when the file exists, as v1.9 does."""
-CHECK_TCP = "tcp"
-CHECK_DNS = "dns"
 
-# Attempt $i of $MAX_TRIES (0: no limit); "$i/$MAX_TRIES" in messages only when limited.
-_LOOP = """\
-i=0
-while [ "$MAX_TRIES" -eq 0 ] || [ "$i" -lt "$MAX_TRIES" ]; do
-  i=$((i + 1))
-  if {check}; then
-    echo "master $MASTER_ADDR{what} {ok}"
-    exit 0
-  fi
-  if [ "$MAX_TRIES" -eq 0 ]; then n="$i"; else n="$i/$MAX_TRIES"; fi
-  echo "waiting for master $MASTER_ADDR{what} ($n)"
-  sleep 2
-done
-echo "master $MASTER_ADDR{what} not {ok_short} after $MAX_TRIES tries"
-exit 1
-"""
-
-WAIT_FOR_MASTER_SCRIPT = """\
-if nc -z -w 1 127.0.0.1 1 2>&1 | grep -q "invalid option"; then
-  echo "this image's nc has no -z option; choose another --pytorch-init-container-image"
-  exit 2
-fi
-""" + _LOOP.format(
-    check='nc -z -w 2 "$MASTER_ADDR" "$MASTER_PORT"',
-    what=":$MASTER_PORT",
-    ok="accepts connections",
-    ok_short="reachable",
-)
-
-WAIT_FOR_MASTER_DNS_SCRIPT = _LOOP.format(
-    check='nslookup "$MASTER_ADDR" >/dev/null 2>&1',
-    what="",
-    ok="resolves",
-    ok_short="resolved",
-)
+WAIT_FOR_MASTER_SCRIPT = tcp_wait_script(image_hint="choose another --pytorch-init-container-image")
 
 _FIELD = re.compile(r"{{\s*\.(\w+)\s*}}")
 _FIELDS = ("MasterAddr", "MasterPort", "InitContainerImage", "MaxTries")
@@ -157,23 +130,16 @@ def init_container(
     (no Master: an elastic job's workers rendezvous among themselves)."""
     if PyTorchReplicaType.MASTER not in job.spec.pytorch_replica_specs:
         return None
-    port = replica_port(job, PyTorchReplicaType.MASTER)
-    script = WAIT_FOR_MASTER_DNS_SCRIPT if check == CHECK_DNS else WAIT_FOR_MASTER_SCRIPT
-    return {
-        "name": INIT_CONTAINER_NAME,
-        "image": image,
-        "imagePullPolicy": "IfNotPresent",
-        "command": ["sh", "-c", script],
-        "env": [
-            {"name": "MASTER_ADDR", "value": f"{job.name}-master-0"},
-            {"name": "MASTER_PORT", "value": str(port)},
-            {"name": "MAX_TRIES", "value": str(max_tries)},
-        ],
-        "resources": {
-            "limits": {"cpu": "100m", "memory": "20Mi"},
-            "requests": {"cpu": "50m", "memory": "10Mi"},
-        },
-    }
+    return wait_for_replica(
+        job,
+        rtype=PyTorchReplicaType.MASTER,
+        port=replica_port(job, PyTorchReplicaType.MASTER),
+        name=INIT_CONTAINER_NAME,
+        image=image,
+        max_tries=max_tries,
+        check=check,
+        script=None if check == CHECK_DNS else WAIT_FOR_MASTER_SCRIPT,
+    )
 
 
 def add_init_container(
@@ -195,7 +161,7 @@ def add_init_container(
         return
     if file_template is not None:
         containers = file_template.render(
-            master_addr=f"{job.name}-master-0",
+            master_addr=replica_name(job_name=job.name, rtype=PyTorchReplicaType.MASTER, index=0),
             master_port=replica_port(job, PyTorchReplicaType.MASTER),
             image=image,
             max_tries=max_tries,
@@ -203,7 +169,4 @@ def add_init_container(
     else:
         built = init_container(job, image=image, max_tries=max_tries, check=check)
         containers = [built] if built is not None else []
-    spec = template.setdefault("spec", {})
-    current = spec.setdefault("initContainers", [])
-    names = {c.get("name") for c in current if isinstance(c, dict)}
-    current.extend(c for c in containers if c.get("name") not in names)
+    add_init_containers(template, containers)

@@ -13,8 +13,8 @@ A framework subclass sets the class attributes (``model``, ``framework_name``,
 ``controller_name``) and overrides, marked ``@override``, the few hooks that differ from the
 defaults (the planner's in ``FrameworkOf``, core/types.py; the runtime's in controller/hooks.py):
 usually ``set_defaults``, ``validate``, ``set_cluster_spec`` and ``update_status``. Operators
-that own more kinds of objects list them in ``owned_resources`` and return actions on them
-from ``extra_objects``.
+that own more kinds of objects list them in ``owned_resources`` and declare them in
+``children`` (the base keeps them: core/children.py), or act on them in ``extra_objects``.
 
 Expectations: before creating or deleting, the executor raises the expectation of the job's
 per-kind key; informer events lower it. While any is pending the job is not re-planned (its

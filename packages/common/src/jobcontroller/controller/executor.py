@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from jobcontroller.controller.adoption import Adoption
@@ -38,7 +38,7 @@ from jobcontroller.core.types import (
 from jobcontroller.runtime.kube import ApiError, KubeApi, Resource
 from jobcontroller.runtime.store import Store
 
-__all__ = ["Executed", "Executor"]
+__all__ = ["Executed", "Executor", "unwatched_kinds"]
 
 #: Concurrent API writes per reconcile: parallel pod creation for big jobs (kubeflow #2361)
 #: without one job taking the whole client-side QPS budget in a single burst.
@@ -68,6 +68,15 @@ class Executed:
     """Objects created and deleted, by (``created`` or ``deleted``, kind)."""
     patched_job: Obj | None = None
     """The job as our own patch of it returned (the restart ledger), if the pass patched it."""
+
+
+def unwatched_kinds(
+    actions: Sequence[Action], resources: Mapping[str, Resource], *, job_kind: str
+) -> list[str]:
+    """Kinds the plan acts on that the controller has no Resource (and no informer) for: a
+    framework's child whose kind is missing from ``owned_resources``."""
+    kinds = {a.kind for a in actions if isinstance(a, CreateObject | DeleteObject | PatchObject)}
+    return sorted(kinds - set(resources) - {job_kind})
 
 
 class Executor:
@@ -101,6 +110,15 @@ class Executor:
     async def execute(self, key: str, job: Obj, actions: tuple[Action, ...]) -> Executed:
         """Carry out ``actions`` concurrently, creations in slow-start batches."""
         done = Executed()
+        unwatched = unwatched_kinds(actions, self._resources, job_kind=self._job_resource.kind)
+        if unwatched:
+            done.errors.append(
+                ValueError(
+                    f"the plan acts on objects of kind {', '.join(unwatched)}, which the "
+                    "controller does not watch: list them in the framework's owned_resources"
+                )
+            )
+            actions = tuple(a for a in actions if getattr(a, "kind", None) not in unwatched)
         if not actions:
             return done
         creates = [a for a in actions if isinstance(a, CreateObject)]

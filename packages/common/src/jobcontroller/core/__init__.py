@@ -4,6 +4,14 @@ No I/O, no asyncio, no clock: the caller passes the time and the cache contents 
 out the returned :class:`Plan`. Framework status rules use the helpers re-exported here.
 """
 
+from jobcontroller.core.batchjob import batch_job_child, batch_job_condition, batch_job_done
+from jobcontroller.core.children import (
+    Child,
+    Children,
+    child_body,
+    reconcile_children,
+    semantically_equal,
+)
 from jobcontroller.core.conditions import (
     REASON_CREATED,
     REASON_FAILED,
@@ -47,6 +55,7 @@ from jobcontroller.core.names import (
     replica_selector,
     set_replica_selectors,
 )
+from jobcontroller.core.objects import build_template
 from jobcontroller.core.planner import plan
 from jobcontroller.core.replicas import (
     NOT_TERMINATED_EXIT_CODE,
@@ -54,6 +63,7 @@ from jobcontroller.core.replicas import (
     count_replica_status,
     exit_code_of,
     group_by_index,
+    is_pod_ready,
     is_retryable,
     is_terminating,
     phase,
@@ -86,8 +96,19 @@ from jobcontroller.core.types import (
     PlanConfig,
     ReplicaPods,
 )
+from jobcontroller.core.waitfor import (
+    CHECK_DNS,
+    CHECK_TCP,
+    WAIT_FOR_MASTER_DNS_SCRIPT,
+    WAIT_FOR_MASTER_SCRIPT,
+    add_init_containers,
+    tcp_wait_script,
+    wait_for_replica,
+)
 
 __all__ = [
+    "CHECK_DNS",
+    "CHECK_TCP",
     "GANG_GENERATION_ANNOTATION",
     "GANG_RESTART_ANNOTATION",
     "JOB_NAME_LABEL",
@@ -111,7 +132,11 @@ __all__ = [
     "RESTARTED_PODS_ANNOTATION",
     "RESTART_COUNT_ANNOTATION",
     "SERVICE",
+    "WAIT_FOR_MASTER_DNS_SCRIPT",
+    "WAIT_FOR_MASTER_SCRIPT",
     "Action",
+    "Child",
+    "Children",
     "CreateFailure",
     "CreateObject",
     "DeleteJob",
@@ -130,7 +155,13 @@ __all__ = [
     "PlanConfig",
     "ReplicaPods",
     "abnormal_pod_events",
+    "add_init_containers",
     "all_workers",
+    "batch_job_child",
+    "batch_job_condition",
+    "batch_job_done",
+    "build_template",
+    "child_body",
     "count_replica_status",
     "exit_code_of",
     "expectation_key",
@@ -139,6 +170,7 @@ __all__ = [
     "is_controlled_by",
     "is_failed",
     "is_finished",
+    "is_pod_ready",
     "is_restarting",
     "is_retryable",
     "is_running",
@@ -151,15 +183,19 @@ __all__ = [
     "phase",
     "plan",
     "pods_by_rtype",
+    "reconcile_children",
     "replica_index",
     "replica_labels",
     "replica_name",
     "replica_selector",
     "restart_all",
     "restart_count",
+    "semantically_equal",
     "set_condition",
     "set_env",
     "set_replica_selectors",
+    "tcp_wait_script",
     "terminated_state",
+    "wait_for_replica",
     "worker0_decides",
 ]

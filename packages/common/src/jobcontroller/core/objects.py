@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,13 +22,21 @@ from jobcontroller.core.types import (
     POD,
     SERVICE,
     Framework,
+    GangFlavor,
     Obj,
     PlanConfig,
     gang_flavor,
     index_offset,
 )
 
-__all__ = ["BuiltPod", "build_pod", "build_service", "service_ports"]
+__all__ = [
+    "BuiltPod",
+    "BuiltTemplate",
+    "build_pod",
+    "build_service",
+    "build_template",
+    "service_ports",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,16 +48,30 @@ class BuiltPod:
     """Gang scheduling is on but the template names another scheduler (kept as is)."""
 
 
-def build_pod(
-    fw: Framework,
+@dataclass(frozen=True, slots=True)
+class BuiltTemplate:
+    template: Obj
+    template_restart_policy: bool
+    """The template set its own restartPolicy, which the replica spec's overrides."""
+    foreign_scheduler: bool
+    """Gang scheduling is on but the template names another scheduler (kept as is)."""
+
+
+def build_template(
     job: JobModel[Any],
     *,
     rtype: str,
-    index: int,
     spec: ReplicaSpec,
     config: PlanConfig,
-) -> BuiltPod:
-    """The complete Pod for one replica slot (common's createNewPod)."""
+    labels: Mapping[str, str],
+    restart_policy: str | None,
+    configure: Callable[[Obj], None],
+    flavor: GangFlavor,
+) -> BuiltTemplate:
+    """A replica's pod template, for a pod of the base's or a child's (a launcher Job's):
+    ``labels`` over the template's own, ``configure`` (the cluster wiring) applied, the
+    ``restart_policy`` (``Never`` under a whole-gang restart, which also stamps the gang
+    generation) and the gang's scheduler."""
     template: Obj = copy.deepcopy(spec.template)
     metadata = template.get("metadata")
     if not isinstance(metadata, dict):
@@ -56,23 +79,11 @@ def build_pod(
     pod_spec = template.get("spec")
     if not isinstance(pod_spec, dict):
         pod_spec = template["spec"] = {}
-    labels = dict(metadata.get("labels") or {})
-    labels.update(
-        replica_labels(
-            controller_name=fw.controller_name,
-            job_name=job.name,
-            rtype=rtype,
-            index=index + index_offset(fw, job, rtype),
-        )
-    )
-    if fw.is_master_role(job, rtype, index):
-        labels[JOB_ROLE_LABEL] = JOB_ROLE_MASTER
-    metadata["labels"] = labels
+    metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
 
-    fw.set_cluster_spec(job, template, rtype=rtype, index=index, config=config)
+    configure(template)
 
     template_restart_policy = bool(pod_spec.get("restartPolicy"))
-    restart_policy = pod_restart_policy(spec.restart_policy)
     if restart_all(job):
         # Whole-gang restart: the operator restarts the gang, the kubelet never one rank.
         restart_policy = "Never"
@@ -91,9 +102,48 @@ def build_pod(
             job_name=job.name,
             rtype=rtype,
             config=config,
-            flavor=gang_flavor(fw, job),
+            flavor=flavor,
         )
+    return BuiltTemplate(
+        template=template,
+        template_restart_policy=template_restart_policy,
+        foreign_scheduler=foreign_scheduler,
+    )
 
+
+def build_pod(
+    fw: Framework,
+    job: JobModel[Any],
+    *,
+    rtype: str,
+    index: int,
+    spec: ReplicaSpec,
+    config: PlanConfig,
+) -> BuiltPod:
+    """The complete Pod for one replica slot (common's createNewPod)."""
+    labels = replica_labels(
+        controller_name=fw.controller_name,
+        job_name=job.name,
+        rtype=rtype,
+        index=index + index_offset(fw, job, rtype),
+    )
+    if fw.is_master_role(job, rtype, index):
+        labels[JOB_ROLE_LABEL] = JOB_ROLE_MASTER
+
+    def configure(template: Obj) -> None:
+        fw.set_cluster_spec(job, template, rtype=rtype, index=index, config=config)
+
+    built = build_template(
+        job,
+        rtype=rtype,
+        spec=spec,
+        config=config,
+        labels=labels,
+        restart_policy=pod_restart_policy(spec.restart_policy),
+        configure=configure,
+        flavor=gang_flavor(fw, job),
+    )
+    template = built.template
     metadata = template["metadata"]
     pod_metadata: dict[str, Any] = {
         "name": replica_name(job_name=job.name, rtype=rtype, index=index),
@@ -112,8 +162,8 @@ def build_pod(
     }
     return BuiltPod(
         body=body,
-        template_restart_policy=template_restart_policy,
-        foreign_scheduler=foreign_scheduler,
+        template_restart_policy=built.template_restart_policy,
+        foreign_scheduler=built.foreign_scheduler,
     )
 
 

@@ -27,6 +27,8 @@ from datetime import datetime
 from typing import Any
 
 from jobcontroller.api.common import JobConditionType, JobStatus, ReplicaStatus
+from jobcontroller.core.batchjob import child_replica_statuses
+from jobcontroller.core.children import reconcile_children
 from jobcontroller.core.conditions import (
     REASON_CREATED,
     REASON_FAILED,
@@ -201,6 +203,15 @@ def _add_extra_objects(ctx: PlanContext) -> None:
     """The framework's actions and events. Its creations pass the same name check as pods:
     a name held by an object that is not the job's is never touched and shows up as a
     conflict (event and Created condition) instead."""
+    declared = ctx.fw.children(ctx.job, ctx.observed, ctx.status, now=ctx.now)
+    if declared.kinds:
+        children = reconcile_children(
+            ctx.job, ctx.observed, declared, controller_name=ctx.fw.controller_name
+        )
+        ctx.actions.extend(children.actions)
+        ctx.events.extend(children.events)
+        ctx.conflicts.extend(children.conflicts)
+        ctx.status.replica_statuses.update(child_replica_statuses(declared.wanted, ctx.observed))
     extra = ctx.fw.extra_objects(ctx.job, ctx.observed, ctx.status, now=ctx.now)
     if extra.status is not None:
         ctx.status = extra.status

@@ -24,6 +24,7 @@ __all__ = [
     "exit_code_of",
     "finished_at",
     "group_by_index",
+    "is_pod_ready",
     "is_retryable",
     "is_terminating",
     "missing_indices",
@@ -48,6 +49,12 @@ NOT_TERMINATED_EXIT_CODE = 0xBEEF
 
 def phase(pod: Obj) -> str:
     return str((pod.get("status") or {}).get("phase") or "")
+
+
+def is_pod_ready(pod: Obj) -> bool:
+    """Whether a pod's Ready condition is True (its containers pass their readiness)."""
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def is_terminating(obj: Obj) -> bool:

@@ -14,7 +14,7 @@ Each applies v1.9's failure clause too: when a replica type has failed pods and 
 active or succeeded than it wants, the job is Failed under ``restartPolicy: Never`` and
 Restarting otherwise (the base is already recreating the failed pods, or has failed the job
 for a permanent ExitCode failure). They change ``status`` in place and return no events: the
-base records an event for every condition that changes.
+base records one when the job finishes; Running and Restarting have none (as in v1.9).
 """
 
 from __future__ import annotations
@@ -100,13 +100,14 @@ def master_decides(
     now: dt.datetime,
     master: str = "Master",
     worker: str = "Worker",
+    any_worker: bool = False,
 ) -> list[Event]:
     """The job succeeds when its ``master`` replicas have; without a ``master`` replica type,
-    when all ``worker`` replicas have (:func:`all_workers`). Running while a master pod (or,
-    without one, a worker pod) is active."""
+    when all ``worker`` replicas have (:func:`all_workers`, which ``any_worker`` is passed
+    to). Running while a master pod (or, without one, a worker pod) is active."""
     specs = job.replica_specs()
     if master not in specs:
-        return all_workers(job, status, now=now, worker=worker)
+        return all_workers(job, status, now=now, worker=worker, any_worker=any_worker)
     rule = _Rule(job, status, now)
     for rtype in _ordered(specs, first=master):
         if rtype == master and status.replica_statuses.get(rtype) is not None:
@@ -122,15 +123,22 @@ def master_decides(
 
 
 def all_workers(
-    job: JobModel[Any], status: JobStatus, *, now: dt.datetime, worker: str = "Worker"
+    job: JobModel[Any],
+    status: JobStatus,
+    *,
+    now: dt.datetime,
+    worker: str = "Worker",
+    any_worker: bool = False,
 ) -> list[Event]:
-    """The job succeeds when every ``worker`` replica has succeeded; Running while one is
-    active. v1.9 words these with the job's namespace: ``<Kind> <ns>/<name> is running.``"""
+    """The job succeeds when every ``worker`` replica has succeeded, or with ``any_worker``
+    when one has (an elastic PyTorchJob: the survivors finish the work); Running while one
+    is active. v1.9 words these with the job's namespace: ``<Kind> <ns>/<name> is running.``"""
     rule = _Rule(job, status, now)
     for rtype in _ordered(job.replica_specs(), first=worker):
-        if rtype == worker and status.replica_statuses.get(rtype) is not None:
+        counts = status.replica_statuses.get(rtype)
+        if rtype == worker and counts is not None:
             remaining, active = rule.remaining(rtype)
-            if remaining == 0:
+            if remaining == 0 or (any_worker and counts.succeeded > 0):
                 rule.succeeded(f"{rule.kind} {job.key} successfully completed.")
                 return []
             if active > 0:

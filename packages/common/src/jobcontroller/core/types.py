@@ -17,6 +17,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeVar
 from typing_extensions import override
 
 from jobcontroller.api.common import MAX_REPLICAS, JobModel, JobStatus
+from jobcontroller.core.childspec import Children
 
 Obj = dict[str, Any]
 
@@ -430,12 +431,23 @@ class FrameworkOf(ABC, Generic[JobT]):
         ``extra_objects``; returns the events to record.
         """
 
+    def children(
+        self, job: JobT, observed: Observed, status: JobStatus, *, now: dt.datetime
+    ) -> Children:
+        """The job's other children (ConfigMaps, Secrets, batch Jobs, an HPA...): the kinds
+        managed this way and the objects of those kinds the job should have now. The base
+        creates what is missing, patches drift back, deletes the unwanted and reports names
+        held by others (core/children.py). Called when ``extra_objects`` is, before it, with
+        the same ``status``: a suspended or finished job usually wants fewer children.
+        """
+        return Children()
+
     def extra_objects(
         self, job: JobT, observed: Observed, status: JobStatus, *, now: dt.datetime
     ) -> ExtraObjects:
-        """Actions on framework-specific owned objects (ConfigMap, Secret, launcher Job, HPA),
-        and what they say about the job's status (``status`` is the planner's: read it, and
-        return a changed copy in :attr:`ExtraObjects.status`).
+        """Actions on owned objects that ``children`` cannot declare, and what the framework's
+        objects say about the job's status (MPI: the launcher Job's verdict; ``status`` is the
+        planner's: read it, and return a changed copy in :attr:`ExtraObjects.status`).
 
         Called on every reconcile of a valid job: live, suspended (``status`` has
         Suspended=True: remove an HPA, suspend a launcher Job) or finished (Succeeded or

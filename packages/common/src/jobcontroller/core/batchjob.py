@@ -1,0 +1,136 @@
+"""A batch/v1 Job as a child of a training job: a replica that runs to completion (a
+launcher, a data-preparation step), kept by the base (core/children.py).
+
+The Job follows its parent: it is suspended while the job is (Kueue, or a user, parked it),
+resumed with it, and stopped (suspended: its pods go, the Job and its status stay) when the job
+finishes while it still runs under cleanPodPolicy Running or All. A finished job never creates
+it. Its counts are the replica type's status, read back on every reconcile.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from jobcontroller.api.common import CleanPodPolicy, JobModel, JobStatus, ReplicaStatus
+from jobcontroller.core.childspec import Child
+from jobcontroller.core.conditions import is_finished
+from jobcontroller.core.types import Obj, Observed
+
+__all__ = [
+    "JOB",
+    "batch_job_child",
+    "batch_job_condition",
+    "batch_job_done",
+    "child_replica_statuses",
+]
+
+JOB = "Job"
+
+
+def batch_job_condition(obj: Obj, cond_type: str) -> Obj | None:
+    """A batch Job's condition of ``cond_type`` (Complete, Failed...) when it is True."""
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if (
+            isinstance(cond, dict)
+            and cond.get("type") == cond_type
+            and cond.get("status") == "True"
+        ):
+            return cond
+    return None
+
+
+def batch_job_done(obj: Obj) -> bool:
+    """Whether a batch Job has finished (a Complete or Failed condition that is True)."""
+    return any(batch_job_condition(obj, t) is not None for t in ("Complete", "Failed"))
+
+
+def _owned(observed: Observed, name: str) -> Obj | None:
+    jobs = observed.owned.get(JOB, ())
+    return next((o for o in jobs if (o.get("metadata") or {}).get("name") == name), None)
+
+
+#: What a queueing system (Kueue) may change on a suspended Job's pod template before it
+#: starts (KEP-2926), brought up to date when the Job is resumed; Kubernetes accepts these
+#: only until the Job has started. Maps under ``_PRUNED`` lose the keys no longer wanted.
+_SCHEDULING_DIRECTIVES = (
+    "spec.template.metadata.labels",
+    "spec.template.metadata.annotations",
+    "spec.template.spec.nodeSelector",
+    "spec.template.spec.tolerations",
+    "spec.template.spec.schedulingGates",
+)
+_PRUNED = frozenset({"spec.template.spec.nodeSelector"})
+
+
+def batch_job_child(
+    job: JobModel[Any],
+    observed: Observed,
+    status: JobStatus,
+    *,
+    name: str,
+    spec: Obj,
+    rtype: str | None = None,
+    metadata: Obj | None = None,
+    create: bool = True,
+    hold: bool = False,
+) -> Child:
+    """The Job ``name`` with ``spec`` (its template, backoffLimit...; ``suspend`` is the
+    base's), running replica ``rtype`` (its counts become that type's status; None when the
+    framework reads the Job itself). ``metadata``: labels and annotations of its own.
+    ``create``: False while it must not be created yet (its mounts are missing); ``hold``:
+    keep a suspended Job suspended even though the job runs (it waits for its workers)."""
+    current = _owned(observed, name)
+    finished = is_finished(status)
+    done = current is not None and batch_job_done(current)
+    stop = (
+        finished
+        and job.run_policy.clean_pod_policy in (CleanPodPolicy.RUNNING, CleanPodPolicy.ALL)
+        and current is not None
+        and not done
+    )
+    now_suspended = bool(((current or {}).get("spec") or {}).get("suspend"))
+    suspend = bool(job.run_policy.suspend) or stop or (hold and now_suspended)
+    body: Obj = {
+        "apiVersion": "batch/v1",
+        "kind": JOB,
+        "metadata": copy.deepcopy(metadata or {}),
+        "spec": {**copy.deepcopy(spec), "suspend": suspend},
+    }
+    drift: tuple[str, ...] = ("spec.suspend",)
+    if done or (finished and not stop):
+        drift = ()  # a finished Job, or a finished job's, is left as it is
+    elif (
+        now_suspended and not suspend and not ((current or {}).get("status") or {}).get("startTime")
+    ):
+        drift += _SCHEDULING_DIRECTIVES
+    return Child(
+        kind=JOB,
+        name=name,
+        body=body,
+        drift=drift,
+        prune=_PRUNED,
+        create=create and not finished,
+        replica_type=rtype,
+    )
+
+
+def child_replica_statuses(
+    children: Sequence[Child], observed: Observed
+) -> Mapping[str, ReplicaStatus]:
+    """The replica status of each batch Job child that exists, from its counts."""
+    statuses: dict[str, ReplicaStatus] = {}
+    for child in children:
+        if child.replica_type is None or child.kind != JOB:
+            continue
+        current = _owned(observed, child.name)
+        if current is None:
+            continue
+        counts = current.get("status") or {}
+        statuses[child.replica_type] = ReplicaStatus(
+            active=int(counts.get("active") or 0),
+            succeeded=int(counts.get("succeeded") or 0),
+            failed=int(counts.get("failed") or 0),
+        )
+    return statuses

@@ -1,0 +1,61 @@
+"""The declaration of a job's other children (see core/children.py, which reconciles it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Child", "Children"]
+
+
+@dataclass(frozen=True, slots=True)
+class Child:
+    """One object a job should have."""
+
+    kind: str
+    """A kind the controller knows (its ``owned_resources``)."""
+    name: str
+    body: dict[str, Any]
+    """apiVersion, kind and what the object says (spec, data...); its metadata may hold
+    labels and annotations of its own. The base adds name, namespace, the job's labels and
+    its controller reference."""
+    drift: Sequence[str] = ("spec",)
+    """Dotted paths (``spec``, ``spec.suspend``, ``data``) whose value is kept as declared:
+    one that differs is patched back. Fields not listed are set at creation only."""
+    prune: bool | Collection[str] = False
+    """Mappings at the drift paths are data, compared exactly, and a drifted one also loses
+    the keys the declaration lacks (a ConfigMap's stale entries, a selector's stray labels);
+    otherwise extra keys (defaulted by the apiserver) are left alone and values are compared
+    semantically. A collection of drift paths: those paths only."""
+    conflict_blocks_creation: bool = False
+    """A name conflict is shown on the job's Created condition (as for pods) rather than
+    only as a Warning event."""
+    create: bool = True
+    """Create it when missing; False keeps an existing one in line without creating it (a
+    finished job's launcher)."""
+    valid: Callable[[dict[str, Any]], bool] | None = None
+    """An existing object this says is unusable (a Secret someone emptied) is deleted, and
+    created afresh once it is gone."""
+    invalid_reason: str = "unusable"
+    """Why such an object is deleted (the executor's log)."""
+    operator_label: bool = True
+    """Label it with the operator's name too (mpi-operator's objects carry only the job-name
+    label, besides their own)."""
+    replica_type: str | None = None
+    """A batch Job child running this replica type: its counts (active, succeeded, failed)
+    become the type's replica status before ``update_status`` runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class Children:
+    """What :meth:`FrameworkOf.children` declares."""
+
+    kinds: frozenset[str] = frozenset()
+    """The kinds managed this way: an owned object of one of them that is not in ``wanted``
+    is deleted."""
+    wanted: Sequence[Child] = ()
+    delete_unwanted: bool = True
+    """False: owned objects of these kinds that are not wanted are left alone."""
+    delete_reason: str = "not-wanted"
+    """Why unwanted children are deleted (the executor's log)."""

@@ -1,0 +1,106 @@
+"""The base's child batch Job: suspended and resumed with the job, held while it waits,
+stopped at clean-up, left alone once finished, its scheduling directives brought up to date
+when it is resumed before it started, and its counts read back as a replica's status."""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from typing import Any
+
+from jobcontroller import Children, Obj, Observed, PatchObject, batch_job_child, reconcile_children
+from jobcontroller.api import JobStatus
+from jobcontroller.core.batchjob import child_replica_statuses
+from jobcontroller.core.conditions import set_condition
+from tf_operator.api import TFJob
+
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+SPEC: Obj = {
+    "template": {
+        "metadata": {"labels": {"role": "launcher"}},
+        "spec": {"containers": [{"name": "l", "image": "x"}], "restartPolicy": "Never"},
+    }
+}
+
+
+def _job(*, suspend: bool = False, clean: str = "Running") -> TFJob:
+    return TFJob.parse(
+        {
+            "metadata": {"name": "toy", "namespace": "ns", "uid": "u"},
+            "spec": {
+                "runPolicy": {"suspend": suspend, "cleanPodPolicy": clean},
+                "tfReplicaSpecs": {"Worker": {"replicas": 1, "template": {}}},
+            },
+        }
+    )
+
+
+def _stored(*, suspend: bool, status: Obj | None = None, **template_spec: Any) -> Obj:
+    spec = copy.deepcopy(SPEC)
+    spec["suspend"] = suspend
+    spec["template"]["spec"].update(template_spec)
+    return {
+        "metadata": {"name": "toy-launcher", "uid": "j", "ownerReferences": [{"uid": "u"}]},
+        "spec": spec,
+        "status": status or {},
+    }
+
+
+def _plan(job: TFJob, stored: Obj | None, status: JobStatus, **kwargs: Any) -> list[Any]:
+    observed = Observed(owned={"Job": [stored] if stored else []}, lookup=lambda k, n: stored)
+    child = batch_job_child(job, observed, status, name="toy-launcher", spec=SPEC, **kwargs)
+    planned = reconcile_children(
+        job, observed, Children(kinds=frozenset({"Job"}), wanted=[child]), controller_name="c"
+    )
+    return planned.actions
+
+
+def _finished() -> JobStatus:
+    status = JobStatus()
+    set_condition(status, cond_type="Failed", reason="r", message="m", now=NOW)
+    return status
+
+
+def test_suspend_and_resume_follow_the_job() -> None:
+    assert [a.patch for a in _plan(_job(suspend=True), _stored(suspend=False), JobStatus())] == [
+        {"spec": {"suspend": True}}
+    ]
+    [resume] = _plan(_job(), _stored(suspend=True, status={"startTime": "t"}), JobStatus())
+    assert isinstance(resume, PatchObject) and resume.patch == {"spec": {"suspend": False}}
+
+
+def test_a_held_job_stays_suspended_and_a_forbidden_one_is_not_created() -> None:
+    assert _plan(_job(), _stored(suspend=True), JobStatus(), hold=True) == []
+    assert _plan(_job(), None, JobStatus(), create=False) == []
+
+
+def test_resuming_before_start_brings_scheduling_directives_up_to_date() -> None:
+    stored = _stored(suspend=True, nodeSelector={"zone": "a"}, tolerations=[{"key": "k"}])
+    stored["spec"]["template"]["metadata"]["annotations"] = {"kueue": "yes"}
+    [resume] = _plan(_job(), stored, JobStatus())
+    assert resume.patch == {
+        "spec": {
+            "suspend": False,
+            "template": {"spec": {"nodeSelector": {"zone": None}, "tolerations": None}},
+        }
+    }
+
+
+def test_clean_up_stops_a_running_child_and_a_finished_one_is_left_alone() -> None:
+    assert [a.patch for a in _plan(_job(), _stored(suspend=False), _finished())] == [
+        {"spec": {"suspend": True}}
+    ]
+    assert _plan(_job(clean="None"), _stored(suspend=False), _finished()) == []
+    done = _stored(suspend=False, status={"conditions": [{"type": "Complete", "status": "True"}]})
+    assert _plan(_job(suspend=True), done, JobStatus()) == []
+    assert _plan(_job(), None, _finished()) == []
+
+
+def test_counts_become_the_replica_status() -> None:
+    stored = _stored(suspend=False, status={"active": 1, "failed": 2})
+    observed = Observed(owned={"Job": [stored]})
+    child = batch_job_child(
+        _job(), observed, JobStatus(), name="toy-launcher", spec=SPEC, rtype="Launcher"
+    )
+    counts = child_replica_statuses([child], observed)["Launcher"]
+    assert (counts.active, counts.succeeded, counts.failed) == (1, 0, 2)
