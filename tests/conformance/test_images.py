@@ -47,7 +47,7 @@ def test_operators_image_installs_the_dockerfiles_distributions() -> None:
     # The test kit stays out of production: not its distribution, not its files.
     assert "jobcontroller-testing" not in expected
     lib = images._operator_site(ROOT) / "app" / "lib"
-    assert (lib / "jobcontroller" / "controller.py").is_file()
+    assert (lib / "jobcontroller" / "controller" / "base.py").is_file()
     assert not (lib / "jobcontroller" / "testing").exists()
 
 
