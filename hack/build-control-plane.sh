@@ -41,24 +41,12 @@ mkdir -p "$out.partial"
 start=$(date +%s)
 
 minor=${K8S_VERSION#1.}; minor=${minor%%.*}
-staging=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go cloud-provider
-  cluster-bootstrap code-generator component-base component-helpers controller-manager cri-api
-  cri-client csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms
-  kube-aggregator kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics
-  mount-utils pod-security-admission sample-apiserver sample-cli-plugin sample-controller)
-[ "$minor" -ge 36 ] && staging+=(cri-streaming streaming)
-
 k8s_bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 need_k8s=0; for b in "${k8s_bins[@]}"; do [ -x "$out.partial/$b" ] || need_k8s=1; done
 if [ $need_k8s = 1 ]; then
-  src="$cache/src/k8s-$K8S_VERSION"; mkdir -p "$src"; cd "$src"
-  gover=$(go env GOVERSION); gover=${gover#go}; gomin=${gover#1.}; gomin=${gomin%%.*}
-  {
-    printf 'module local/k8sbin\n\ngo 1.%s.0\n\ngodebug default=go1.%s\n\nrequire k8s.io/kubernetes v%s\n\nreplace (\n' \
-      "$gomin" "$([ "$minor" -ge 36 ] && echo 26 || echo 25)" "$K8S_VERSION"
-    for m in "${staging[@]}"; do printf '\tk8s.io/%s => k8s.io/%s v0.%s\n' "$m" "$m" "${K8S_VERSION#1.}"; done
-    echo ')'
-  } > go.mod
+  src="$cache/src/k8s-$K8S_VERSION"
+  rm -f "$src/go.mod"  # written afresh: a module left by an older build may pin other versions
+  K8S_VERSION=$K8S_VERSION bash "$here/k8s-wrapper-module.sh" "$src"; cd "$src"
   P=k8s.io/kubernetes/cmd
   log "fetching k8s.io/kubernetes v$K8S_VERSION and its modules (first time: a few minutes)"
   go get "$P/kube-apiserver@v$K8S_VERSION" "$P/kube-controller-manager@v$K8S_VERSION" \

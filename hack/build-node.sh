@@ -52,10 +52,10 @@ start=$(date +%s)
 minor=${K8S_VERSION#1.}; minor=${minor%%.*}
 for b in kubelet kube-proxy; do
   [ -x "$out.partial/$b" ] && continue
-  # The control plane's wrapper module (hack/build-control-plane.sh writes it).
+  # The control plane's wrapper module (also there when the control plane was built; written
+  # here when its binaries came from elsewhere, JOBCONTROLLER_K8S_BIN).
   src="$cache/src/k8s-$K8S_VERSION"
-  [ -f "$src/go.mod" ] || bash "$here/build-control-plane.sh" >/dev/null
-  cd "$src"
+  K8S_VERSION=$K8S_VERSION bash "$here/k8s-wrapper-module.sh" "$src"; cd "$src"
   P=k8s.io/kubernetes/cmd
   go get "$P/$b@v$K8S_VERSION"
   ldf="-s -w"
