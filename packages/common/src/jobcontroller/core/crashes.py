@@ -26,10 +26,8 @@ from datetime import datetime
 from enum import IntEnum
 from typing import Any
 
-from jobcontroller.api.common import JobConditionType, JobStatus
-from jobcontroller.core.conditions import REASON_CREATED, new_reason, set_condition
-from jobcontroller.core.lifecycle import created_message
-from jobcontroller.core.types import Event, JobMetric, Plan
+from jobcontroller.core.lifecycle import fail_unplanned, stored_status
+from jobcontroller.core.types import Plan
 
 __all__ = [
     "ABANDON_CRASHES",
@@ -191,31 +189,13 @@ def quarantine_plan(
     """Fail a job the operator keeps dying on, without planning it: the status is read from
     the stored object alone (the spec may be what kills the planner). None for a job that has
     finished already: its clean-up is planned as usual."""
-    try:
-        status = JobStatus.model_validate(raw_job.get("status") or {})
-    except ValueError:
-        status = JobStatus()
-    if status.is_finished():
+    if stored_status(raw_job).is_finished():
         return None
     name = str((raw_job.get("metadata") or {}).get("name") or "")
-    metrics: list[JobMetric] = []
-    if status.condition(JobConditionType.CREATED) is None and set_condition(
-        status,
-        cond_type=JobConditionType.CREATED,
-        reason=new_reason(kind, REASON_CREATED),
-        message=created_message(kind, name),
-        now=now,
-    ):
-        metrics.append(JobMetric.CREATED)
-    message = quarantine_message(kind, name, crashes)
-    set_condition(
-        status,
-        cond_type=JobConditionType.FAILED,
+    return fail_unplanned(
+        kind=kind,
+        raw_job=raw_job,
         reason=REASON_OPERATOR_CRASHED,
-        message=message,
+        message=quarantine_message(kind, name, crashes),
         now=now,
     )
-    status.completion_time = status.completion_time or now
-    metrics.append(JobMetric.FAILED)
-    event = Event(type="Warning", reason=REASON_OPERATOR_CRASHED, message=message)
-    return Plan(status=status, events=(event,), metrics=tuple(metrics))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, Literal
 
 from jobcontroller.api.common import CleanPodPolicy, JobCondition, JobConditionType, JobStatus
 from jobcontroller.core.conditions import (
@@ -29,8 +31,10 @@ from jobcontroller.core.types import (
     SERVICE,
     CreateObject,
     DeleteJob,
+    Event,
     JobMetric,
     Obj,
+    Plan,
     run_policy_delegated,
 )
 
@@ -40,6 +44,7 @@ __all__ = [
     "created_message",
     "ensure_created",
     "fail",
+    "fail_unplanned",
     "finish_transition",
     "plan_finished",
     "plan_suspended",
@@ -318,3 +323,38 @@ def _replica_services(ctx: PlanContext) -> list[Obj]:
 def _name(obj: dict[str, object]) -> str:
     metadata = obj.get("metadata")
     return str(metadata.get("name") or "") if isinstance(metadata, dict) else ""
+
+
+def stored_status(raw_job: Mapping[str, Any]) -> JobStatus:
+    """The job's status as stored, read without its spec (an empty one if unreadable)."""
+    try:
+        return JobStatus.model_validate(raw_job.get("status") or {})
+    except ValueError:
+        return JobStatus()
+
+
+def fail_unplanned(
+    *, kind: str, raw_job: Mapping[str, Any], reason: str, message: str, now: datetime
+) -> Plan:
+    """Fail a job from its stored object alone, without parsing or planning its spec (it may
+    not parse, or may be what kills the planner): Created if missing, then Failed with
+    ``reason`` and a Warning event, once."""
+    status = stored_status(raw_job)
+    name = str((raw_job.get("metadata") or {}).get("name") or "")
+    metrics: list[JobMetric] = []
+    events: list[Event] = []
+    if status.condition(JobConditionType.CREATED) is None and set_condition(
+        status,
+        cond_type=JobConditionType.CREATED,
+        reason=new_reason(kind, REASON_CREATED),
+        message=created_message(kind, name),
+        now=now,
+    ):
+        metrics.append(JobMetric.CREATED)
+    if set_condition(
+        status, cond_type=JobConditionType.FAILED, reason=reason, message=message, now=now
+    ):
+        status.completion_time = status.completion_time or now
+        metrics.append(JobMetric.FAILED)
+        events.append(Event(type="Warning", reason=reason, message=message))
+    return Plan(status=status, events=tuple(events), metrics=tuple(metrics))

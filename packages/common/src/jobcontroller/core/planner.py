@@ -26,11 +26,10 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from jobcontroller.api.common import JobConditionType, JobStatus, ReplicaStatus
+from jobcontroller.api.common import JobConditionType, ReplicaStatus
 from jobcontroller.core.batchjob import child_replica_statuses
 from jobcontroller.core.children import reconcile_children
 from jobcontroller.core.conditions import (
-    REASON_CREATED,
     REASON_FAILED,
     REASON_FAILED_VALIDATION,
     REASON_RESTARTING,
@@ -46,10 +45,10 @@ from jobcontroller.core.gang import plan_gang, restart_all
 from jobcontroller.core.lifecycle import (
     REASON_FAILED_CREATE,
     backoff_limit_message,
-    created_message,
     deadline_message,
     ensure_created,
     fail,
+    fail_unplanned,
     finish_transition,
     plan_finished,
     plan_suspended,
@@ -89,7 +88,6 @@ from jobcontroller.core.types import (
     POD,
     POD_GROUP,
     CreateObject,
-    Event,
     Framework,
     JobMetric,
     Obj,
@@ -238,31 +236,15 @@ def _unparseable(
 ) -> Plan:
     """A stored object the model cannot read (it predates the CRD's schema, or was stored
     with validation off): fail it visibly instead of crashing the worker on every retry."""
-    try:
-        status = JobStatus.model_validate(raw_job.get("status") or {})
-    except ValueError:
-        status = JobStatus()
     name = str((raw_job.get("metadata") or {}).get("name") or "")
-    metrics: list[JobMetric] = []
-    events: list[Event] = []
-    if status.condition(JobConditionType.CREATED) is None and set_condition(
-        status,
-        cond_type=JobConditionType.CREATED,
-        reason=new_reason(kind, REASON_CREATED),
-        message=created_message(kind, name),
-        now=now,
-    ):
-        metrics.append(JobMetric.CREATED)
-    reason = new_reason(kind, REASON_FAILED_VALIDATION)
     summary = " ".join(str(error).split())[:1000]
-    message = _validation_message(kind, name, [summary])
-    if set_condition(
-        status, cond_type=JobConditionType.FAILED, reason=reason, message=message, now=now
-    ):
-        status.completion_time = status.completion_time or now
-        metrics.append(JobMetric.FAILED)
-        events.append(Event(type="Warning", reason=reason, message=message))
-    return Plan(status=status, events=tuple(events), metrics=tuple(metrics))
+    return fail_unplanned(
+        kind=kind,
+        raw_job=raw_job,
+        reason=new_reason(kind, REASON_FAILED_VALIDATION),
+        message=_validation_message(kind, name, [summary]),
+        now=now,
+    )
 
 
 def _plan_live(ctx: PlanContext) -> None:
