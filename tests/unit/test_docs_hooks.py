@@ -9,7 +9,7 @@ import inspect
 import re
 from pathlib import Path
 
-from jobcontroller.controller.hooks import ControllerHooks
+from jobcontroller.controller.hooks import ControllerHooks, RuntimeHooks
 from jobcontroller.core.types import FrameworkOf
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def _hooks(cls: type) -> set[str]:
 
 def test_the_tutorials_hook_table_names_exactly_the_hooks() -> None:
     table = _table((ROOT / "docs" / "writing-an-operator.md").read_text(), "hook")
-    assert set(table) == _hooks(FrameworkOf) | _hooks(ControllerHooks)
+    assert set(table) == _hooks(FrameworkOf) | _hooks(ControllerHooks) | _hooks(RuntimeHooks)
 
 
 def test_every_jobcontroller_name_in_the_docs_exists() -> None:

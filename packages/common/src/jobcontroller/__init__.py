@@ -1,7 +1,8 @@
 """Kubeflow-compatible job controller library.
 
-A framework operator subclasses :class:`JobController` and supplies its hooks (see
-:class:`Framework`); ``run_job_operator`` is its whole ``main``. The status-rule helpers
+A v1 framework operator subclasses :class:`JobController` and supplies its hooks (see
+:class:`Framework`); a kind with an API of its own (TrainJob) subclasses :class:`Reconciler`
+with its own planner; ``run_job_operator`` is its whole ``main``. The status-rule helpers
 (``set_condition``, ``exit_code_of``...) and plan types come from :mod:`jobcontroller.core`.
 Framework packages import only from here, :mod:`jobcontroller.api` and
 :mod:`jobcontroller.testing`.
@@ -9,8 +10,8 @@ Framework packages import only from here, :mod:`jobcontroller.api` and
 
 from typing_extensions import override
 
-from jobcontroller.controller import LABEL_JOB_NAME, JobController
-from jobcontroller.controller.hooks import Setup
+from jobcontroller.controller import LABEL_JOB_NAME, JobController, Reconciler
+from jobcontroller.controller.hooks import RuntimeHooks, Setup
 from jobcontroller.controller.watch import Caches
 from jobcontroller.core import (
     GANG_GENERATION_ANNOTATION,
@@ -184,8 +185,10 @@ __all__ = [
     "PatchObject",
     "Plan",
     "PlanConfig",
+    "Reconciler",
     "ReplicaPods",
     "Resource",
+    "RuntimeHooks",
     "Settings",
     "Setup",
     "add_init_containers",

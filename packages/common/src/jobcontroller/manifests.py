@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from jobcontroller.controller import JobController
+from jobcontroller.controller import Reconciler
 from jobcontroller.core.types import SERVICE
 
 __all__ = ["DEFAULT_IMAGE", "cluster_role_rules", "crds", "operator_manifests", "to_yaml"]
@@ -28,12 +28,12 @@ _CHILD_VERBS = ["get", "list", "watch", "create", "delete"]
 _OWNED_VERBS = ["get", "list", "watch", "create", "patch", "delete"]
 
 
-def crds(controllers: Iterable[JobController[Any]]) -> list[Obj]:
+def crds(controllers: Iterable[Reconciler[Any]]) -> list[Obj]:
     """The CustomResourceDefinition of every controller's job kind."""
     return [controller.crd() for controller in controllers]
 
 
-def cluster_role_rules(controllers: Sequence[JobController[Any]]) -> list[Obj]:
+def cluster_role_rules(controllers: Sequence[Reconciler[Any]]) -> list[Obj]:
     """The ClusterRole rules the controllers need, nothing more."""
     rules: list[Obj] = []
     for c in controllers:
@@ -124,7 +124,7 @@ def _binding(kind: str, name: str, namespace: str, role_kind: str, role: str) ->
     }
 
 
-def rbac(name: str, controllers: Sequence[JobController[Any]], *, namespace: str) -> list[Obj]:
+def rbac(name: str, controllers: Sequence[Reconciler[Any]], *, namespace: str) -> list[Obj]:
     """ServiceAccount, ClusterRole and its binding, and the leader-election Role (the Lease in
     the operator's own namespace only) and its binding."""
     election = f"{name}-leader-election"
@@ -253,7 +253,7 @@ def deployment(
 
 def operator_manifests(
     name: str,
-    controllers: Sequence[JobController[Any]],
+    controllers: Sequence[Reconciler[Any]],
     *,
     namespace: str = "kubeflow",
     image: str = DEFAULT_IMAGE,

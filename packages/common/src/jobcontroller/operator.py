@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from jobcontroller.controller import JobController, pod_group_resource
+from jobcontroller.controller import Reconciler, pod_group_resource
 from jobcontroller.core.types import PlanConfig
 from jobcontroller.crashguard import CrashGuard
 from jobcontroller.manifests import DEFAULT_IMAGE, crds, operator_manifests, to_yaml
@@ -221,7 +221,7 @@ def _detect_pod_groups(settings: Settings) -> bool | None:
 def run_job_operator(
     *,
     name: str,
-    controller: Callable[[PlanConfig, Settings], JobController[Any]],
+    controller: Callable[[PlanConfig, Settings], Reconciler[Any]],
     argv: Sequence[str] | None = None,
     add_flags: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> int:
@@ -238,7 +238,7 @@ def _print_manifests(
     name: str,
     argv: list[str],
     *,
-    controllers: Callable[[PlanConfig, Settings], Sequence[JobController[Any]]],
+    controllers: Callable[[PlanConfig, Settings], Sequence[Reconciler[Any]]],
     add_flags: Callable[[argparse.ArgumentParser], None],
 ) -> int:
     """``<name> crd``: the CRDs; ``<name> manifests``: everything to install the operator."""
@@ -276,7 +276,7 @@ def _print_manifests(
 def run_job_operators(
     *,
     name: str,
-    controllers: Callable[[PlanConfig, Settings], Sequence[JobController[Any]]],
+    controllers: Callable[[PlanConfig, Settings], Sequence[Reconciler[Any]]],
     argv: Sequence[str] | None = None,
     add_flags: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> int:

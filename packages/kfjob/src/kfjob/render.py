@@ -186,10 +186,10 @@ def render_job(
     for passes in range(1, _MAX_PASSES + 1):  # noqa: B007 (the count is reported)
         result = plan(controller, raw, world.observed(), now=when, config=controller.config)
         events += result.events
-        if result.status is not None:
+        if isinstance(result.status, JobStatus):  # a v1 kind's planner plans a JobStatus
             status = result.status
-            raw["status"] = result.status.to_dict()
-            failed = result.status.condition(JobConditionType.FAILED)
+            raw["status"] = status.to_dict()
+            failed = status.condition(JobConditionType.FAILED)
             if failed is not None and failed.status == "True":
                 raise RenderError(failed.message or f"{kind.kind} {name} fails")
         new = [a for a in result.actions if isinstance(a, CreateObject)]

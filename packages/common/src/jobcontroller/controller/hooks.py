@@ -17,7 +17,7 @@ from jobcontroller.controller.watch import Caches
 from jobcontroller.core.types import CreateObject, FrameworkOf, JobMetric, JobT, Obj
 from jobcontroller.runtime.metrics import Metrics
 
-__all__ = ["ControllerHooks", "Setup"]
+__all__ = ["ControllerHooks", "RuntimeHooks", "Setup"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,11 +32,8 @@ class Setup:
     """Whether this replica leads now (always True without leader election)."""
 
 
-class ControllerHooks(FrameworkOf[JobT]):
-    def crd(self) -> dict[str, Any]:
-        """The job kind's CustomResourceDefinition (``build_crd(model)``; override to add a
-        scale subresource or categories)."""
-        return build_crd(self.model)
+class RuntimeHooks:
+    """The hooks the reconciler calls for any kind it serves (a v1 job's, a TrainJob's)."""
 
     def materialize(self, action: CreateObject) -> CreateObject:
         """The object to send for a planned creation, called just before the API call.
@@ -55,3 +52,13 @@ class ControllerHooks(FrameworkOf[JobT]):
     def counted(self, job: Obj, metrics: tuple[JobMetric, ...]) -> None:
         """After the training_operator_jobs_* counters moved: a framework with metrics of its
         own (mpi-operator's) counts them here. The default does nothing."""
+
+
+class ControllerHooks(RuntimeHooks, FrameworkOf[JobT]):
+    """The hooks of a v1 job kind's controller: the planner's (``FrameworkOf``), the
+    runtime's (``RuntimeHooks``) and its CRD."""
+
+    def crd(self) -> dict[str, Any]:
+        """The job kind's CustomResourceDefinition (``build_crd(model)``; override to add a
+        scale subresource or categories)."""
+        return build_crd(self.model)

@@ -12,10 +12,9 @@ import time
 
 import structlog
 
-from jobcontroller.api.common import JobStatus
 from jobcontroller.controller.state import JobStates
 from jobcontroller.controller.telemetry import LOGGER_NAME, Telemetry
-from jobcontroller.core.types import POD, Obj, Observed
+from jobcontroller.core.types import POD, Obj, Observed, StatusDoc
 from jobcontroller.runtime.informer import strip_managed_fields
 from jobcontroller.runtime.kube import ApiError, KubeApi, Resource
 from jobcontroller.runtime.store import Store, object_key
@@ -79,7 +78,7 @@ class StatusWriter:
         self._states = states
         self._telemetry = telemetry
 
-    def wait(self, key: str, job: Obj, status: JobStatus, *, observed: Observed) -> float:
+    def wait(self, key: str, job: Obj, status: StatusDoc, *, observed: Observed) -> float:
         """Seconds to hold back a status write that changes only the replica counters while
         some of the job's pods are still starting (see STATUS_COALESCE_SECONDS); 0 to write
         now."""
@@ -95,7 +94,7 @@ class StatusWriter:
             return 0.0
         return max(0.0, last + STATUS_COALESCE_SECONDS - time.monotonic())
 
-    async def write(self, job: Obj, status: JobStatus) -> bool:
+    async def write(self, job: Obj, status: StatusDoc) -> bool:
         """PUT the status subresource when it differs from the cached one; True when the job
         has that status now (False: the job is gone, or a newer one is on its way)."""
         new = status.to_dict()

@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar, Generic, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from typing_extensions import override
 
@@ -200,12 +200,32 @@ class Observed:
     instead of being planned."""
 
 
+class StatusDoc(Protocol):
+    """A planned status as the reconciler handles it, whatever the kind: a v1 job's
+    :class:`~jobcontroller.api.common.JobStatus`, a TrainJob's status."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """The status subresource's JSON form."""
+        ...
+
+    def is_condition_true(self, type_: str) -> bool: ...
+
+
+class ServedKind(Protocol):
+    """What the reconciler needs of a kind's model: where the kind is served."""
+
+    GROUP: ClassVar[str]
+    VERSION: ClassVar[str]
+    KIND: ClassVar[str]
+    PLURAL: ClassVar[str]
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     """The outcome of planning one reconcile."""
 
     actions: tuple[Action, ...] = ()
-    status: JobStatus | None = None
+    status: StatusDoc | None = None
     """The status the job should have; the controller writes it only if it differs."""
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None

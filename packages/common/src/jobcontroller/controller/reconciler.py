@@ -1,0 +1,338 @@
+"""``Reconciler``: the reconcile loop every kind we serve shares (watch -> gate -> plan ->
+execute -> status), whatever its API.
+
+Data flows one way. Informer events on the job, its pods, its services and its other owned
+objects enqueue the job's key (the watch); ``reconcile(key)`` reads the job from the cache and
+waits while its expectations are pending (the gate), asks the kind's pure planner
+(:meth:`Reconciler.plan_job`) what to do with what the caches hold for it (never a LIST),
+carries the plan out (the executor: creates and deletes concurrently under expectations,
+events and metrics) and writes the status only when it changed (the status writer). Timers in
+the plan (deadline, TTL) come back as ``requeue_after`` so they fire on time with no event
+needed.
+
+The v1 kinds' :class:`~jobcontroller.controller.base.JobController` plans with
+:func:`jobcontroller.core.planner.plan` and the framework hooks; a kind with another API
+(Trainer v2's TrainJob) subclasses the reconciler with a planner of its own and gets the
+same watch, expectations, executor, adoption, status writer, crash guard and telemetry.
+
+Expectations: before creating or deleting, the executor raises the expectation of the job's
+per-kind key; informer events lower it. While any is pending the job is not re-planned (its
+cache view is known to be stale), but a failed API call lowers the expectation at once and
+every record expires after five minutes, so no job ever waits on a lost one (kubeflow #1306).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from abc import abstractmethod
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Generic, TypeVar
+
+import structlog
+
+from jobcontroller.controller.adoption import FOREIGN_RECHECK_SECONDS, Adoption
+from jobcontroller.controller.executor import Executor
+from jobcontroller.controller.hooks import RuntimeHooks, Setup
+from jobcontroller.controller.podgroups import (
+    PRIORITY_CLASSES,
+    PriorityClasses,
+    pod_group_resource,
+)
+from jobcontroller.controller.state import JobStates
+from jobcontroller.controller.status import StatusWriter, after_own_patch
+from jobcontroller.controller.telemetry import Telemetry
+from jobcontroller.controller.watch import LABEL_JOB_NAME, Watch
+from jobcontroller.core.crashes import Standing
+from jobcontroller.core.types import (
+    POD,
+    POD_GROUP,
+    SERVICE,
+    Obj,
+    Observed,
+    Plan,
+    PlanConfig,
+    ServedKind,
+    StatusDoc,
+)
+from jobcontroller.crashguard import CrashGuard
+from jobcontroller.runtime.expectations import Expectations
+from jobcontroller.runtime.informer import compact_node, compact_pod
+from jobcontroller.runtime.kube import NODES, PODS, SERVICES, Resource
+from jobcontroller.runtime.manager import Manager
+from jobcontroller.runtime.workqueue import WorkQueue
+
+__all__ = ["KindT", "Reconciler"]
+
+KindT = TypeVar("KindT", bound=ServedKind)
+"""The model of the kind a reconciler serves (``TFJob``, ``TrainJob``)."""
+
+
+def _utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _has_condition(job: Obj, *types: str, true: bool = True) -> bool:
+    """Whether the stored status of ``job`` has one of the condition ``types`` (True, or with
+    any status when ``true`` is False)."""
+    return any(
+        c.get("type") in types and (not true or c.get("status") == "True")
+        for c in (job.get("status") or {}).get("conditions") or ()
+    )
+
+
+class Reconciler(RuntimeHooks, Generic[KindT]):
+    """Reconciles one kind: watch -> gate -> plan -> execute -> status.
+
+    A subclass sets ``model``, ``framework_name`` and ``controller_name`` and implements
+    :meth:`plan_job` and :meth:`crd`. The parts, built here and wired in :meth:`setup`, each
+    own one concern: :attr:`watch` (informers, expectations from their events), :attr:`states`
+    (what is remembered per job), :attr:`executor`, :attr:`adoption` (objects in a job's way),
+    :attr:`status_writer` and :attr:`telemetry`.
+    """
+
+    model: type[KindT]
+    framework_name: ClassVar[str]
+    """The metrics label (``tensorflow``, ``pytorch``, ``mpi``, ``trainjob``)."""
+    controller_name: ClassVar[str]
+    """The work queue's name and, unless ``event_component`` says otherwise, the Events'
+    source."""
+    finished_conditions: ClassVar[tuple[str, ...]] = ("Succeeded", "Failed")
+    """The condition types (True) that finish a job of this kind: its terminal status is
+    stored before any clean-up is sent."""
+    running_condition: ClassVar[str | None] = "Running"
+    """The condition a job that ever ran has (None: the kind has none); the first pods'
+    latency is measured for jobs without it."""
+
+    event_component: ClassVar[str | None] = None
+    """The Events' source (``From:`` in ``kubectl describe``): the anchor's event recorder
+    name; None means ``controller_name``."""
+    object_events: ClassVar[bool] = True
+    """An Event per object created or deleted (``SuccessfulCreatePod``...), as kubeflow/common
+    records them; mpi-operator records none (the log still counts them)."""
+    owned_resources: ClassVar[Mapping[str, Resource]] = {}
+    """Kinds besides Pod, Service and PodGroup the framework creates (kind -> Resource)."""
+    patched_children: ClassVar[frozenset[str]] = frozenset()
+    """Pod or Service when the framework patches them (MPI's job-wide Service): the RBAC
+    ``<operator> manifests`` generates grants ``patch`` on those only."""
+
+    executor: Executor
+    adoption: Adoption
+    status_writer: StatusWriter
+
+    def __init__(
+        self,
+        *,
+        config: PlanConfig | None = None,
+        clock: Callable[[], dt.datetime] = _utcnow,
+        expectations: Expectations | None = None,
+    ) -> None:
+        self.name = self.controller_name
+        """The Controller protocol's name: the work queue's name and the metrics label."""
+        self.kind = self.model.KIND
+        """Bound into every reconcile's log context by the manager."""
+        self.config = config or PlanConfig(
+            cluster_domain=os.environ.get("CUSTOM_CLUSTER_DOMAIN", "")
+        )
+        self._clock = clock
+        # Not ``or``: an Expectations with no pending keys is falsy (it has __len__).
+        self.expectations = expectations if expectations is not None else Expectations()
+        self.job_resource = Resource(
+            self.model.GROUP, self.model.VERSION, self.model.KIND, self.model.PLURAL
+        )
+        self._resources: dict[str, Resource] = {
+            POD: PODS,
+            SERVICE: SERVICES,
+            **self.owned_resources,
+        }
+        pg = pod_group_resource(self.config.gang_scheduler_name)
+        if pg is not None and self.config.pod_group_available:
+            self._resources[POD_GROUP] = pg
+        self.states = JobStates(expectations=self.expectations, kinds=self._resources)
+        self.crash_guard: CrashGuard | None = None
+        """The process's crash-loop guard (jobcontroller/crashguard.py); None: no guard."""
+        self.states.also_forget.append(self._forget_crashes)
+        self.telemetry = Telemetry(
+            framework=self.framework_name,
+            component=self.event_component or self.controller_name,
+            object_events=self.object_events,
+            clock=clock,
+            counted=self.counted,
+        )
+        self.watch = Watch(
+            kind=self.model.KIND,
+            group=self.model.GROUP,
+            states=self.states,
+            telemetry=self.telemetry,
+        )
+        self.priority_classes = PriorityClasses()
+
+    # -------------------------------------------------------------------------- wiring
+
+    def setup(self, manager: Manager, queue: WorkQueue[str]) -> None:
+        """Watch the job kind and, filtered by the job-name label, what jobs own."""
+        watch = self.watch
+        watch.watch_jobs(manager.informer(self.job_resource), queue)
+        self.telemetry.attach(events=manager.events, metrics=manager.metrics, jobs=watch.job_store)
+        if self.config.pod_group_available:
+            self.priority_classes.watch(manager.informer(PRIORITY_CLASSES))
+        for kind, resource in self._resources.items():
+            transform = compact_pod if kind == POD else None
+            informer = manager.informer(
+                resource, label_selector=LABEL_JOB_NAME, transform=transform
+            )
+            watch.watch_owned(kind, informer)
+        if self.config.node_lost_grace_seconds > 0:
+            watch.watch_nodes(manager.informer(NODES, transform=compact_node))
+        self.adoption = Adoption(
+            api=manager.api,
+            resources=self._resources,
+            states=self.states,
+            telemetry=self.telemetry,
+            requeue=queue.add,
+        )
+        self.executor = Executor(
+            api=manager.api,
+            job_resource=self.job_resource,
+            resources=self._resources,
+            jobs=watch.job_store,
+            states=self.states,
+            telemetry=self.telemetry,
+            adoption=self.adoption,
+            shutting_down=lambda: queue.shutting_down,
+            seen_terminating=watch.seen_terminating,
+            materialize=self.materialize,
+        )
+        self.status_writer = StatusWriter(
+            api=manager.api,
+            job_resource=self.job_resource,
+            jobs=watch.job_store,
+            states=self.states,
+            telemetry=self.telemetry,
+        )
+        elector = manager.elector
+        # Without leader election the one replica leads.
+        leads = (lambda: True) if elector is None else elector.holds_lease
+        self.on_setup(Setup(caches=watch, metrics=manager.metrics, is_leader=leads))
+
+    def resync(self) -> None:
+        """A new leadership term after a lost one: the reconciles of the old term were
+        cancelled wherever they stood, so expectations they raised may never be met. Start
+        from a clean slate and look at every job again."""
+        self.expectations.clear()
+        self.watch.resync()
+
+    # -------------------------------------------------------------------------- the kind
+
+    @abstractmethod
+    def plan_job(
+        self, raw: Obj, observed: Observed, *, now: dt.datetime, config: PlanConfig
+    ) -> Plan:
+        """One reconcile of ``raw`` decided from ``observed`` (pure: no I/O, no clock); never
+        raises for bad input."""
+
+    @abstractmethod
+    def crd(self) -> dict[str, Any]:
+        """The kind's CustomResourceDefinition."""
+
+    def finished(self, status: StatusDoc) -> bool:
+        """Whether ``status`` finishes the job (one of :attr:`finished_conditions` is True)."""
+        return any(status.is_condition_true(t) for t in self.finished_conditions)
+
+    # -------------------------------------------------------------------------- reconcile
+
+    def observe(self, job: Obj) -> Observed:
+        """The job's slice of the caches, with what the controller remembers about it."""
+        meta = job["metadata"]
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        guard = self.crash_guard
+        return self.watch.observe(
+            job,
+            state=self.states.get(key),
+            priority_classes=self.priority_classes.values,
+            crashes=guard.crashes(self.kind, key, meta.get("uid", "")) if guard else 0,
+        )
+
+    async def reconcile(self, key: str) -> float | None:
+        namespace, _, name = key.partition("/")
+        jobs = self.watch.job_store
+        raw = jobs.get(namespace, name)
+        if raw is None:
+            # Also drops what a reconcile still in flight when the job went recorded after
+            # the delete handler ran (an object in its way), which nothing else would drop.
+            self.states.forget(key)
+            return None
+        if not self.states.satisfied(key):
+            # Informer events will requeue the job as they arrive; the timer is the safety
+            # net for an event that never comes (the record expires by then).
+            return self.expectations.timeout
+        state = self.states.get(key)
+        if state is not None and state.foreign:
+            await self.adoption.recheck_foreign(key, namespace)
+            raw = jobs.get(namespace, name)  # the job may have gone (or changed) meanwhile
+            if raw is None:
+                self.states.forget(key)
+                return None
+        with structlog.contextvars.bound_contextvars(uid=raw["metadata"].get("uid")):
+            return await self._reconcile_job(key, raw)
+
+    def _forget_crashes(self, key: str) -> None:
+        if self.crash_guard is not None:
+            self.crash_guard.forget(self.kind, key)
+
+    async def _reconcile_job(self, key: str, raw: Obj) -> float | None:
+        observed = self.observe(raw)
+        if self.crash_guard is None:
+            result = self.plan_job(raw, observed, now=self._clock(), config=self.config)
+        else:
+            with self.crash_guard.planning(self.kind, raw) as standing:
+                if standing == Standing.ABANDONED:
+                    return None
+                result = self.plan_job(raw, observed, now=self._clock(), config=self.config)
+        self.telemetry.log_plan(raw, observed, result, cached=self.watch.cache_sizes)
+        status = result.status
+        finishing = (
+            status is not None
+            and self.finished(status)
+            and not _has_condition(raw, *self.finished_conditions)
+        )
+        if finishing:
+            assert status is not None
+            # The terminal condition is stored before any clean-up is sent: an operator that
+            # dies between deleting a finished job's pods and writing its status would find,
+            # once restarted, an unfinished job with no pods and run it all again.
+            if not await self.status_writer.write(raw, status):
+                return None  # a newer job is on its way to the cache; plan from that one
+            self.telemetry.report(raw, result)
+        # Time to the first pod: no pod yet, and none ever ran (not a restart or a resumption).
+        running = self.running_condition
+        first_pods = not observed.pods and not (
+            running is not None and _has_condition(raw, running, true=False)
+        )
+        executed = await self.executor.execute(key, raw, result.actions)
+        if first_pods and executed.done[("created", POD)]:
+            self.telemetry.first_pods(raw)
+        if not finishing:
+            self.telemetry.report(raw, result)
+        requeue_after = result.requeue_after
+        if status is not None and not finishing:
+            # Even when some writes failed: the status is read from the caches, not from those
+            # writes, and holding it back hid the outcome (a job whose clean-up keeps failing
+            # never showed Failed) while every retry counted its metrics again.
+            job = after_own_patch(raw, executed.patched_job)
+            wait = self.status_writer.wait(key, job, status, observed=observed)
+            if wait > 0:
+                # Nothing is lost by waiting: the next pass derives the status again from the
+                # caches, and the timer makes sure there is one.
+                requeue_after = wait if requeue_after is None else min(requeue_after, wait)
+            else:
+                await self.status_writer.write(job, status)
+        if executed.errors:
+            raise executed.errors[0]
+        state = self.states.get(key)
+        if state is not None and state.foreign:
+            if status is not None and self.finished(status):
+                state.foreign.clear()
+            else:
+                return min(requeue_after or FOREIGN_RECHECK_SECONDS, FOREIGN_RECHECK_SECONDS)
+        return requeue_after
