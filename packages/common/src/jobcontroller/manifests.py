@@ -39,24 +39,21 @@ def cluster_role_rules(controllers: Sequence[Reconciler[Any]]) -> list[Obj]:
     for c in controllers:
         plural, group = c.model.PLURAL, c.model.GROUP
         rules += [
-            {
-                "apiGroups": [group],
-                "resources": [plural],
-                "verbs": ["get", "list", "watch", "patch", "delete"],
-            },
+            {"apiGroups": [group], "resources": [plural], "verbs": list(c.job_verbs)},
             {"apiGroups": [group], "resources": [f"{plural}/status"], "verbs": ["get", "update"]},
             {"apiGroups": [group], "resources": [f"{plural}/finalizers"], "verbs": ["update"]},
         ]
-    patched = {kind for c in controllers for kind in c.patched_children}
+    with_pods = [c for c in controllers if c.owns_pods]
+    patched = {kind for c in with_pods for kind in c.patched_children}
     if SERVICE in patched:
         rules.append({"apiGroups": [""], "resources": ["pods"], "verbs": _CHILD_VERBS})
         rules.append(
             {"apiGroups": [""], "resources": ["services"], "verbs": [*_CHILD_VERBS, "patch"]}
         )
-    else:
+    elif with_pods:
         rules.append({"apiGroups": [""], "resources": ["pods", "services"], "verbs": _CHILD_VERBS})
     rules.append({"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]})
-    if any(c.config.node_lost_grace_seconds > 0 for c in controllers):
+    if any(c.config.node_lost_grace_seconds > 0 for c in with_pods):
         rules.append(_NODE_RULE)
     by_group: dict[str, list[str]] = {}
     for c in controllers:
@@ -68,7 +65,17 @@ def cluster_role_rules(controllers: Sequence[Reconciler[Any]]) -> list[Obj]:
         {"apiGroups": [group], "resources": plurals, "verbs": _OWNED_VERBS}
         for group, plurals in by_group.items()
     ]
-    if any(c.config.gang_scheduler_name for c in controllers):
+    read: dict[str, list[str]] = {}
+    for c in controllers:
+        for resource in c.read_resources.values():
+            plurals = read.setdefault(resource.group, [])
+            if resource.plural not in plurals:
+                plurals.append(resource.plural)
+    rules += [
+        {"apiGroups": [group], "resources": plurals, "verbs": ["get", "list", "watch"]}
+        for group, plurals in read.items()
+    ]
+    if any(c.config.gang_scheduler_name for c in with_pods):
         rules += _GANG_RULES
     return rules
 

@@ -115,6 +115,16 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
     patched_children: ClassVar[frozenset[str]] = frozenset()
     """Pod or Service when the framework patches them (MPI's job-wide Service): the RBAC
     ``<operator> manifests`` generates grants ``patch`` on those only."""
+    owns_pods: ClassVar[bool] = True
+    """The kind's jobs create pods and Services themselves (every v1 kind). False for a kind
+    whose pods another controller makes (a TrainJob's JobSet): no pod, Service, node or
+    PodGroup informer, and no RBAC for them."""
+    job_verbs: ClassVar[tuple[str, ...]] = ("get", "list", "watch", "patch", "delete")
+    """What the controller does to its own kind's objects besides their status (the v1 kinds
+    patch their restart ledger and delete jobs past their TTL)."""
+    read_resources: ClassVar[Mapping[str, Resource]] = {}
+    """Kinds the controller only reads, through informers of its own (Trainer v2's runtimes):
+    ``<operator> manifests`` grants get, list and watch on them."""
 
     executor: Executor
     adoption: Adoption
@@ -140,13 +150,10 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         self.job_resource = Resource(
             self.model.GROUP, self.model.VERSION, self.model.KIND, self.model.PLURAL
         )
-        self._resources: dict[str, Resource] = {
-            POD: PODS,
-            SERVICE: SERVICES,
-            **self.owned_resources,
-        }
+        base: dict[str, Resource] = {POD: PODS, SERVICE: SERVICES} if self.owns_pods else {}
+        self._resources: dict[str, Resource] = {**base, **self.owned_resources}
         pg = pod_group_resource(self.config.gang_scheduler_name)
-        if pg is not None and self.config.pod_group_available:
+        if pg is not None and self.config.pod_group_available and self.owns_pods:
             self._resources[POD_GROUP] = pg
         self.states = JobStates(expectations=self.expectations, kinds=self._resources)
         self.crash_guard: CrashGuard | None = None
@@ -174,7 +181,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         watch = self.watch
         watch.watch_jobs(manager.informer(self.job_resource), queue)
         self.telemetry.attach(events=manager.events, metrics=manager.metrics, jobs=watch.job_store)
-        if self.config.pod_group_available:
+        if self.config.pod_group_available and self.owns_pods:
             self.priority_classes.watch(manager.informer(PRIORITY_CLASSES))
         for kind, resource in self._resources.items():
             transform = compact_pod if kind == POD else None
@@ -182,7 +189,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
                 resource, label_selector=LABEL_JOB_NAME, transform=transform
             )
             watch.watch_owned(kind, informer)
-        if self.config.node_lost_grace_seconds > 0:
+        if self.config.node_lost_grace_seconds > 0 and self.owns_pods:
             watch.watch_nodes(manager.informer(NODES, transform=compact_node))
         self.adoption = Adoption(
             api=manager.api,
@@ -251,7 +258,13 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             state=self.states.get(key),
             priority_classes=self.priority_classes.values,
             crashes=guard.crashes(self.kind, key, meta.get("uid", "")) if guard else 0,
+            extra=self.observed_extra(job),
         )
+
+    def observed_extra(self, job: Obj) -> Mapping[str, Any]:
+        """What the planner needs of ``job`` from caches the kind's controller keeps itself
+        (:attr:`Observed.extra`): read from informer stores, never the API. None by default."""
+        return {}
 
     async def reconcile(self, key: str) -> float | None:
         namespace, _, name = key.partition("/")

@@ -14,7 +14,7 @@ A reconcile reads the job's slice of these caches through :meth:`Watch.observe`,
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from jobcontroller.controller.nodes import NodeWatch
 from jobcontroller.controller.state import JobState, JobStates
@@ -194,6 +194,7 @@ class Watch:
         state: JobState | None,
         priority_classes: Mapping[str, int],
         crashes: int = 0,
+        extra: Mapping[str, Any] | None = None,
     ) -> Observed:
         """The job's slice of the caches: what it controls, and a by-name lookup that also
         sees the objects in its way that no cache holds (``state.foreign``)."""
@@ -221,4 +222,5 @@ class Watch:
             node=self.nodes.lookup() if self.nodes is not None else None,
             priority_classes=priority_classes,
             crashes=crashes,
+            extra=extra or {},
         )

@@ -198,6 +198,9 @@ class Observed:
     """Times in a row the operator died while working on this job (core/crashes.py): from
     ``QUARANTINE_CRASHES`` on, an unfinished job is failed with reason OperatorCrashed
     instead of being planned."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """What a kind's controller reads for the job from caches of its own, by names it chooses
+    (a TrainJob's runtime): :meth:`Reconciler.observed_extra`."""
 
 
 class StatusDoc(Protocol):
