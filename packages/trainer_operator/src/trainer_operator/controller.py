@@ -1,0 +1,118 @@
+"""``TrainJobController``: Kubeflow Trainer v2's TrainJob on the base library's reconciler.
+
+A TrainJob runs as one JobSet (``jobset.x-k8s.io/v1alpha2``) of its name, which the JobSet
+controller turns into Jobs and pods: this controller makes no pods itself. It watches its
+TrainJobs, the JobSets and runtime snapshots (ConfigMaps) they own, and the runtimes
+(TrainingRuntime in the TrainJobs' namespaces, ClusterTrainingRuntime), all through informers;
+a reconcile reads the TrainJob's runtime from those caches (:meth:`observed_extra`), never from
+the API, and plans with :func:`trainer_operator.planner.plan_trainjob`.
+
+A runtime that appears or changes wakes the TrainJobs that name it and have no snapshot yet (a
+TrainJob waiting for its runtime); the others plan from their snapshot and are not disturbed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
+
+from jobcontroller import (
+    CONFIGMAPS,
+    Obj,
+    Observed,
+    Plan,
+    PlanConfig,
+    Reconciler,
+    Resource,
+    override,
+)
+from trainer_operator.api import TrainJob
+from trainer_operator.crd import trainer_crd
+from trainer_operator.planner import (
+    CLUSTER_TRAINING_RUNTIME,
+    RUNTIME,
+    TRAINING_RUNTIME,
+    plan_trainjob,
+    runtime_kind,
+)
+from trainer_operator.snapshot import SNAPSHOT_SUFFIX
+
+__all__ = ["CLUSTER_TRAINING_RUNTIMES", "JOBSETS", "TRAINING_RUNTIMES", "TrainJobController"]
+
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
+TRAINING_RUNTIMES = Resource(TrainJob.GROUP, TrainJob.VERSION, TRAINING_RUNTIME, "trainingruntimes")
+CLUSTER_TRAINING_RUNTIMES = Resource(
+    TrainJob.GROUP,
+    TrainJob.VERSION,
+    CLUSTER_TRAINING_RUNTIME,
+    "clustertrainingruntimes",
+    namespaced=False,
+)
+
+
+def _finished(trainjob: Obj) -> bool:
+    return any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in (trainjob.get("status") or {}).get("conditions") or ()
+    )
+
+
+class TrainJobController(Reconciler[TrainJob]):
+    """Reconciles TrainJobs (``trainer.kubeflow.org/v1alpha1``) into JobSets."""
+
+    model = TrainJob
+    framework_name = "trainjob"
+    controller_name = "trainjob-controller"
+    event_component = "trainer-trainjob-controller"
+    """Upstream's event recorder."""
+    object_events = False
+    """Upstream records no event per object it applies."""
+    owns_pods = False
+    finished_conditions = ("Complete", "Failed")
+    running_condition = None
+    job_verbs = ("get", "list", "watch")
+    owned_resources: ClassVar[Mapping[str, Resource]] = {
+        "JobSet": JOBSETS,
+        "ConfigMap": CONFIGMAPS,
+    }
+    read_resources: ClassVar[Mapping[str, Resource]] = {
+        TRAINING_RUNTIME: TRAINING_RUNTIMES,
+        CLUSTER_TRAINING_RUNTIME: CLUSTER_TRAINING_RUNTIMES,
+    }
+
+    @override
+    def read_changed(self, kind: str, obj: Obj) -> Iterator[str]:
+        """The unfinished TrainJobs naming runtime ``obj`` that have no snapshot yet (the
+        others plan from their snapshot: a runtime's changes are not theirs)."""
+        meta = obj.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        for trainjob in self.watch.jobs():
+            tmeta = trainjob["metadata"]
+            ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
+            if runtime_kind(ref) != kind or ref.get("name") != name or _finished(trainjob):
+                continue
+            tns, tname = str(tmeta.get("namespace") or ""), str(tmeta["name"])
+            if kind == TRAINING_RUNTIME and tns != namespace:
+                continue
+            if self.watch.get("ConfigMap", tns, f"{tname}{SNAPSHOT_SUFFIX}") is None:
+                yield f"{tns}/{tname}"
+
+    @override
+    def observed_extra(self, job: Obj) -> Mapping[str, Any]:
+        ref = (job.get("spec") or {}).get("runtimeRef") or {}
+        kind = runtime_kind(ref)
+        if kind is None:
+            return {RUNTIME: None}
+        namespace = "" if kind == CLUSTER_TRAINING_RUNTIME else job["metadata"].get("namespace")
+        return {RUNTIME: self.watch.get(kind, str(namespace or ""), str(ref.get("name") or ""))}
+
+    @override
+    def plan_job(
+        self, raw: Obj, observed: Observed, *, now: dt.datetime, config: PlanConfig
+    ) -> Plan:
+        return plan_trainjob(raw, observed, now=now)
+
+    @override
+    def crd(self) -> dict[str, Any]:
+        return trainer_crd(TrainJob)
