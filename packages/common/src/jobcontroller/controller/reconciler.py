@@ -26,7 +26,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 from abc import abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
 import structlog
@@ -189,6 +189,8 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
                 resource, label_selector=LABEL_JOB_NAME, transform=transform
             )
             watch.watch_owned(kind, informer)
+        for kind, resource in self.read_resources.items():
+            watch.watch_read(kind, manager.informer(resource), wake=self.read_changed)
         if self.config.node_lost_grace_seconds > 0 and self.owns_pods:
             watch.watch_nodes(manager.informer(NODES, transform=compact_node))
         self.adoption = Adoption(
@@ -260,6 +262,11 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             crashes=guard.crashes(self.kind, key, meta.get("uid", "")) if guard else 0,
             extra=self.observed_extra(job),
         )
+
+    def read_changed(self, kind: str, obj: Obj) -> Iterable[str]:
+        """The keys of the jobs to plan again because ``obj``, of a kind of
+        :attr:`read_resources`, appeared, changed or went. None by default."""
+        return ()
 
     def observed_extra(self, job: Obj) -> Mapping[str, Any]:
         """What the planner needs of ``job`` from caches the kind's controller keeps itself

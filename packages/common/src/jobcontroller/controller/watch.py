@@ -13,7 +13,7 @@ A reconcile reads the job's slice of these caches through :meth:`Watch.observe`,
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from jobcontroller.controller.nodes import NodeWatch
@@ -55,7 +55,8 @@ class Caches(Protocol):
 
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
         """A cached object of an owned ``kind`` (Pod, Service, a kind of ``owned_resources``)
-        that wears the job-name label; None when it is not cached."""
+        that wears the job-name label, or of a kind the controller reads (``read_resources``;
+        ``namespace`` "" for a cluster-scoped one); None when it is not cached."""
         ...
 
 
@@ -88,6 +89,22 @@ class Watch:
     def watch_owned(self, kind: str, informer: Informer) -> None:
         self.informers[kind] = informer
         self.settle_on_events(kind, informer)
+
+    def watch_read(
+        self, kind: str, informer: Informer, *, wake: Callable[[str, Obj], Iterable[str]]
+    ) -> None:
+        """A kind the controller only reads (a TrainJob's runtimes): its objects are looked up
+        with :meth:`get`, and ``wake`` names the jobs to queue when one changes."""
+        self.informers[kind] = informer
+
+        def changed(obj: Obj) -> None:
+            if self.queue is not None:
+                for key in wake(kind, obj):
+                    self.queue.add(key)
+
+        informer.add_handlers(
+            on_add=changed, on_update=lambda old, new: changed(new), on_delete=changed
+        )
 
     def watch_nodes(self, informer: Informer) -> None:
         """NodeLost: a node's readiness changing, or the node going, wakes its pods' jobs."""
