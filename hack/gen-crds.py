@@ -24,7 +24,7 @@ def rendered() -> dict[Path, str]:
     """Every CRD manifest path with the content it should have."""
     out: dict[Path, str] = {}
     # The CRDs `<operator> crd` prints: each controller's own (one path for every operator).
-    # The trainer kinds have no controller yet; their CRDs come from their models alone.
+    # TrainJob's comes from its controller too; the runtimes have none: from their models.
     for crd in [*crds(build_controllers()), *trainer_crds()]:
         spec = crd["spec"]
         out[CRD_DIR / f"{spec['group']}_{spec['names']['plural']}.yaml"] = crd_to_yaml(crd)

@@ -18,7 +18,15 @@ def _enabled(*argv: str) -> list[str]:
 
 
 def test_all_kinds_by_default() -> None:
-    assert _enabled() == ["tfjob", "pytorchjob", "xgboostjob", "mpijob", "paddlejob", "jaxjob"]
+    assert _enabled() == [
+        "tfjob",
+        "pytorchjob",
+        "xgboostjob",
+        "mpijob",
+        "paddlejob",
+        "jaxjob",
+        "trainjob",
+    ]
 
 
 @pytest.mark.parametrize(

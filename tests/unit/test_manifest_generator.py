@@ -14,13 +14,14 @@ from typing import Any
 import pytest
 
 from jax_operator.controller import JAXJobController
-from jobcontroller import JobController
+from jobcontroller import JobController, Reconciler
 from jobcontroller.manifests import cluster_role_rules, deployment, rbac
 from jobcontroller.testing import yamlfast
 from mpi_operator.controller import MPIJobController
 from paddle_operator.controller import PaddleJobController
 from pytorch_operator.controller import PyTorchJobController
 from tf_operator.controller import TFJobController
+from trainer_operator.controller import TrainJobController
 from training_operator.__main__ import build_controllers
 from xgboost_operator.controller import XGBoostJobController
 
@@ -35,6 +36,9 @@ OPERATORS: dict[str, type[JobController[Any]]] = {
     "paddle-operator": PaddleJobController,
     "jax-operator": JAXJobController,
 }
+#: The ClusterRoles the all-in-one is bound to: the six operators' and the TrainJob
+#: controller's (which has no per-framework Deployment: the all-in-one serves TrainJobs).
+BOUND: dict[str, type[Reconciler[Any]]] = {**OPERATORS, "trainer-operator": TrainJobController}
 
 
 def _docs(path: Path) -> list[dict[str, Any]]:
@@ -71,10 +75,17 @@ def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
     }
 
 
+def test_committed_trainjob_rules_are_the_generated_ones() -> None:
+    [cluster_role] = _docs(BASE / "clusterrole-trainer-operator.yaml")
+    generated = rbac("trainer-operator", [TrainJobController()], namespace="kubeflow")
+    assert cluster_role == next(d for d in generated if d["kind"] == "ClusterRole")
+
+
 def test_all_in_one_rbac_is_the_union_of_the_generated_rules() -> None:
-    """The default install's training-operator is bound to the six frameworks' ClusterRoles:
-    together they grant exactly what ``training-operator manifests`` generates as one
-    ClusterRole, and its Lease Role and Deployment are the generated ones."""
+    """The default install's training-operator is bound to the six frameworks' ClusterRoles
+    and the TrainJob controller's: together they grant exactly what ``training-operator
+    manifests`` generates as one ClusterRole, and its Lease Role and Deployment are the
+    generated ones."""
     docs = _docs(BASE / "training-operator.yaml")
     generated = rbac("training-operator", build_controllers(), namespace="kubeflow")
     by_kind = {d["kind"]: d for d in generated}
@@ -87,14 +98,14 @@ def test_all_in_one_rbac_is_the_union_of_the_generated_rules() -> None:
     subject = by_kind["ClusterRoleBinding"]["subjects"]
     assert all(b["subjects"] == subject for b in bindings)
     bound = [roles[b["roleRef"]["name"]] for b in bindings]
-    assert sorted(r["metadata"]["name"] for r in bound) == sorted(OPERATORS)
+    assert sorted(r["metadata"]["name"] for r in bound) == sorted(BOUND)
     union = _grants([rule for role in bound for rule in role["rules"]])
     assert union == _grants(by_kind["ClusterRole"]["rules"])
     for kind in ("ServiceAccount", "Role", "RoleBinding"):
         assert [d for d in docs if d["kind"] == kind] == [by_kind[kind]]
     [committed] = [d for d in docs if d["kind"] == "Deployment"]
     expected = deployment("training-operator", namespace="kubeflow")
-    # Six kinds' informers in one process: more memory than one operator's.
+    # Seven kinds' informers in one process: more memory than one operator's.
     container = expected["spec"]["template"]["spec"]["containers"][0]
     container["resources"]["limits"]["memory"] = "768Mi"
     assert committed == expected

@@ -116,7 +116,13 @@ from jobcontroller.core.waitfor import (
     tcp_wait_script,
     wait_for_replica,
 )
-from jobcontroller.operator import add_job_flags, plan_config, run_job_operator, run_job_operators
+from jobcontroller.operator import (
+    add_job_flags,
+    crds_installed,
+    plan_config,
+    run_job_operator,
+    run_job_operators,
+)
 from jobcontroller.runtime.flags import Settings, parse_settings
 from jobcontroller.runtime.kube import (
     CONFIGMAPS,
@@ -200,6 +206,7 @@ __all__ = [
     "build_template",
     "child_body",
     "count_replica_status",
+    "crds_installed",
     "decimal_digits",
     "decorate_template",
     "exit_code_of",

@@ -62,7 +62,7 @@ def cluster_role_rules(controllers: Sequence[Reconciler[Any]]) -> list[Obj]:
             if resource.plural not in plurals:
                 plurals.append(resource.plural)
     rules += [
-        {"apiGroups": [group], "resources": plurals, "verbs": _OWNED_VERBS}
+        {"apiGroups": [group], "resources": plurals, "verbs": list(_OWNED_VERBS)}
         for group, plurals in by_group.items()
     ]
     read: dict[str, list[str]] = {}
@@ -75,6 +75,16 @@ def cluster_role_rules(controllers: Sequence[Reconciler[Any]]) -> list[Obj]:
         {"apiGroups": [group], "resources": plurals, "verbs": ["get", "list", "watch"]}
         for group, plurals in read.items()
     ]
+    required = [name for c in controllers for name in c.required_crds]
+    if required:
+        rules.append(
+            {
+                "apiGroups": ["apiextensions.k8s.io"],
+                "resources": ["customresourcedefinitions"],
+                "resourceNames": list(dict.fromkeys(required)),
+                "verbs": ["get"],
+            }
+        )
     if any(c.config.gang_scheduler_name for c in with_pods):
         rules += _GANG_RULES
     return rules

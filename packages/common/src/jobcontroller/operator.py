@@ -29,6 +29,7 @@ from jobcontroller.runtime.runner import run_operator
 __all__ = [
     "add_job_flags",
     "crash_guard",
+    "crds_installed",
     "plan_config",
     "pod_group_crd_installed",
     "run_job_operator",
@@ -184,6 +185,32 @@ async def pod_group_crd_installed(api: KubeApi, gang_scheduler_name: str) -> boo
             return False
         raise
     return True
+
+
+def crds_installed(settings: Settings, names: Sequence[str]) -> bool | None:
+    """Whether every CRD of ``names`` (``<plural>.<group>``) is installed, asked once before
+    the operator starts (a kind served by default only where its CRDs are: Trainer v2's
+    TrainJob needs JobSet's); None when the API server could not be asked."""
+
+    async def check() -> bool:
+        api = await KubeApi.from_config(kubeconfig=settings.kubeconfig, qps=5.0, burst=5)
+        try:
+            for name in names:
+                try:
+                    await api.get(CRDS, name)
+                except ApiError as exc:
+                    if exc.status == 404:
+                        return False
+                    raise
+            return True
+        finally:
+            await api.close()
+
+    try:
+        return asyncio.run(check())
+    except Exception as exc:
+        log.warning("could not check for CRDs", crds=list(names), error=str(exc))
+        return None
 
 
 def _detect_pod_groups(settings: Settings) -> bool | None:

@@ -72,6 +72,12 @@ class TrainJobController(Reconciler[TrainJob]):
     finished_conditions = ("Complete", "Failed")
     running_condition = None
     job_verbs = ("get", "list", "watch")
+    required_crds = (
+        "jobsets.jobset.x-k8s.io",
+        "trainjobs.trainer.kubeflow.org",
+        "trainingruntimes.trainer.kubeflow.org",
+        "clustertrainingruntimes.trainer.kubeflow.org",
+    )
     owned_resources: ClassVar[Mapping[str, Resource]] = {
         "JobSet": JOBSETS,
         "ConfigMap": CONFIGMAPS,

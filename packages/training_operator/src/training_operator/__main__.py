@@ -1,12 +1,16 @@
 """``training-operator run [flags]`` and ``python -m training_operator``.
 
-The TFJob, PyTorchJob, XGBoostJob, MPIJob, PaddleJob and JAXJob controllers in one process and
-one event loop: one API client and its QPS budget, one watch on pods and one on services for
-all of them, one metrics registry, one HTTP server, one Lease. ``--enable-scheme`` picks the
-kinds, as the training-operator spells it (repeated or comma-separated, case-insensitive; all by
-default).
+The TFJob, PyTorchJob, XGBoostJob, MPIJob, PaddleJob and JAXJob controllers, and Kubeflow
+Trainer v2's TrainJob controller, in one process and one event loop: one API client and its QPS
+budget, one watch on pods and one on services for all of them, one metrics registry, one HTTP
+server, one Lease. ``--enable-scheme`` picks the kinds, as the training-operator spells it
+(repeated or comma-separated, case-insensitive; all by default).
 Every framework's own flags are accepted (``--pytorch-init-container-*``...). The MPIJob served
 is mpi-operator's ``kubeflow.org/v2beta1``.
+
+TrainJobs run as JobSets: by default the TrainJob controller is started only where the JobSet
+and Trainer CRDs are installed (a warning says when it is not); named in ``--enable-scheme`` it
+is started regardless, and waits for them.
 """
 
 from __future__ import annotations
@@ -16,12 +20,15 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import structlog
+
 from jax_operator.controller import JAXJobController
 from jobcontroller import (
-    JobController,
     PlanConfig,
+    Reconciler,
     Settings,
     add_job_flags,
+    crds_installed,
     parse_settings,
     plan_config,
     run_job_operators,
@@ -31,17 +38,22 @@ from paddle_operator.controller import PaddleJobController
 from pytorch_operator.__main__ import add_flags as add_pytorch_flags
 from pytorch_operator.__main__ import build_controller as pytorch_controller
 from tf_operator.controller import TFJobController
+from trainer_operator.controller import TrainJobController
 from xgboost_operator.controller import XGBoostJobController
 
 NAME = "training-operator"
+TRAINJOB = "trainjob"
 
-SCHEMES: dict[str, Callable[[PlanConfig, Settings], JobController[Any]]] = {
+log = structlog.get_logger(__name__)
+
+SCHEMES: dict[str, Callable[[PlanConfig, Settings], Reconciler[Any]]] = {
     "tfjob": lambda config, settings: TFJobController(config=config),
     "pytorchjob": pytorch_controller,
     "xgboostjob": lambda config, settings: XGBoostJobController(config=config),
     "mpijob": lambda config, settings: MPIJobController(config=config),
     "paddlejob": lambda config, settings: PaddleJobController(config=config),
     "jaxjob": lambda config, settings: JAXJobController(config=config),
+    TRAINJOB: lambda config, settings: TrainJobController(config=config),
 }
 
 
@@ -79,26 +91,51 @@ def enabled(settings: Settings) -> list[str]:
     return [scheme for scheme in SCHEMES if scheme in wanted]
 
 
-def build_controllers(argv: Sequence[str] = ()) -> list[JobController[Any]]:
+def named(settings: Settings) -> bool:
+    """Whether ``--enable-scheme`` chose the kinds (else all are served by default)."""
+    return bool(settings.optional_flag("enable_scheme", list))
+
+
+def build_controllers(argv: Sequence[str] = ()) -> list[Reconciler[Any]]:
     """The controllers ``training-operator run <argv>`` would run (every kind by default), for
     tools that need them without running them (the CRD generator, renderers)."""
 
-    def flags(parser: argparse.ArgumentParser) -> None:
-        add_job_flags(parser)
-        add_flags(parser)
-
-    settings = parse_settings(name=NAME, argv=list(argv), add_flags=flags)
+    settings = parse_settings(name=NAME, argv=list(argv), add_flags=_flags)
     config = plan_config(settings)
     return [SCHEMES[scheme](config, settings) for scheme in enabled(settings)]
 
 
+def _flags(parser: argparse.ArgumentParser) -> None:
+    add_job_flags(parser)
+    add_flags(parser)
+
+
+def _serve_trainjob(argv: list[str]) -> bool:
+    """Whether to start the TrainJob controller: named, or by default where its CRDs are."""
+    if argv and argv[0] in ("crd", "manifests"):
+        return True
+    settings = parse_settings(name=NAME, argv=argv, add_flags=_flags)
+    if TRAINJOB not in enabled(settings) or named(settings):
+        return True
+    if crds_installed(settings, TrainJobController.required_crds) is False:
+        log.warning(
+            "TrainJobs are not served: the JobSet or Trainer CRDs are not installed "
+            "(name trainjob in --enable-scheme to serve them regardless)",
+            crds=list(TrainJobController.required_crds),
+        )
+        return False
+    return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    skip = set() if _serve_trainjob(args) else {TRAINJOB}
     return run_job_operators(
         name=NAME,
         controllers=lambda config, settings: [
-            SCHEMES[scheme](config, settings) for scheme in enabled(settings)
+            SCHEMES[scheme](config, settings) for scheme in enabled(settings) if scheme not in skip
         ],
-        argv=argv,
+        argv=args,
         add_flags=add_flags,
     )
 

@@ -122,6 +122,10 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
     job_verbs: ClassVar[tuple[str, ...]] = ("get", "list", "watch", "patch", "delete")
     """What the controller does to its own kind's objects besides their status (the v1 kinds
     patch their restart ledger and delete jobs past their TTL)."""
+    required_crds: ClassVar[tuple[str, ...]] = ()
+    """CRDs (``<plural>.<group>``) the kind needs besides its own, which an operator may look
+    up before serving it (TrainJob needs JobSet's): ``<operator> manifests`` grants ``get`` on
+    those names."""
     read_resources: ClassVar[Mapping[str, Resource]] = {}
     """Kinds the controller only reads, through informers of its own (Trainer v2's runtimes):
     ``<operator> manifests`` grants get, list and watch on them."""
