@@ -57,7 +57,7 @@ images: bootstrap node
 	$(PY) python -m jobcontroller.testing images
 
 # Real training jobs through the operators deployed on the real node.
-conformance: bootstrap control-plane node
+conformance: bootstrap control-plane node jobset
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
 	JOBCONTROLLER_NODE_BIN=$$(bash hack/build-node.sh | tail -n1) \
 	  $(PY) pytest --timeout=1800 -s tests/conformance $(PYTEST_ARGS)
