@@ -52,8 +52,9 @@ jobset:
 node: control-plane
 	@bash hack/build-node.sh >/dev/null
 
-# The real node's images, built from Debian packages and the project's wheels (cached).
-images: bootstrap node
+# The real node's images, built from Debian packages, the project's wheels and the JobSet
+# controller (cached).
+images: bootstrap node jobset
 	$(PY) python -m jobcontroller.testing images
 
 # Real training jobs through the operators deployed on the real node.
@@ -111,7 +112,7 @@ chaos: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
 	  $(PY) pytest --timeout=900 -s tests/chaos $(PYTEST_ARGS)
 
-cluster-up: bootstrap control-plane $(if $(REAL_NODE),node) $(if $(KUEUE),kueue) $(if $(JOBSET),jobset)
+cluster-up: bootstrap control-plane $(if $(REAL_NODE),node jobset) $(if $(KUEUE),kueue) $(if $(JOBSET),jobset)
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(if $(KUEUE),JOBCONTROLLER_KUEUE_BIN=$$(bash hack/build-kueue.sh | tail -n1)) \
 	  $(if $(JOBSET),JOBCONTROLLER_JOBSET_BIN=$$(bash hack/build-jobset.sh | tail -n1)) \
 	  $(PY) python -m jobcontroller.testing up --dir $(CLUSTER_DIR) $(if $(REAL_NODE),--real-node) $(if $(KUEUE),--kueue) $(if $(JOBSET),--jobset)
@@ -120,7 +121,7 @@ cluster-down: $(UV)
 	@if [ -d .venv ]; then $(PY) python -m jobcontroller.testing down --dir $(CLUSTER_DIR); else echo "no cluster"; fi
 
 REAL ?=
-demo: bootstrap control-plane $(if $(REAL),node)
+demo: bootstrap control-plane $(if $(REAL),node jobset)
 ifeq ($(REAL),)
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python hack/demo.py
 else

@@ -1,18 +1,20 @@
-"""The real JobSet controller (the ``jobset`` fixture: v0.12.0 as a process beside the control
-plane, as on the fast tier) running its Jobs on the real node: each worker pod finds the
-launcher by the stable DNS name JobSet gives it (``<jobset>-<job>-<index>-<pod>.<jobset>``,
-through its headless Service and the node's CoreDNS) and reports to it over TCP; the launcher
-hears both, and the JobSet completes.
+"""The real JobSet controller v0.12.0 deployed as a real cluster gets it (the ``jobset``
+fixture of conftest.py: manifests/jobset's Deployment on the real node, its webhooks called
+through its Service) running its Jobs on the real node: each worker pod finds the launcher by
+the stable DNS name JobSet gives it (``<jobset>-<job>-<index>-<pod>.<jobset>``, through its
+headless Service and the node's CoreDNS) and reports to it over TCP; the launcher hears both,
+and the JobSet completes.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from conftest import RealCluster
 from realpods import PODS, TOOLS_REF, logs, real_template, wait_default_service_account
 
 from jobcontroller.runtime.kube import KubeApi
-from jobcontroller.testing.jobset import JOBSETS, JobSetController
+from jobcontroller.testing.jobset import JOBSETS
 from jobcontroller.testing.waiting import wait_for
 
 PORT = 7000
@@ -50,7 +52,7 @@ def _true(obj: dict[str, Any] | None, kind: str) -> bool:
 
 
 async def test_workers_reach_the_launcher_by_its_jobset_dns_name_on_the_real_node(
-    jobset: JobSetController, kube: KubeApi, namespace: str
+    jobset: RealCluster, kube: KubeApi, namespace: str
 ) -> None:
     await wait_default_service_account(kube, namespace)
     body = {
@@ -64,7 +66,9 @@ async def test_workers_reach_the_launcher_by_its_jobset_dns_name_on_the_real_nod
             ]
         },
     }
-    await kube.create(JOBSETS, body, namespace=namespace)
+    created = await kube.create(JOBSETS, body, namespace=namespace)
+    # Defaulted by the webhook, which the API server reached through JobSet's Service.
+    assert created["spec"]["successPolicy"] == {"operator": "All"}
     done = await wait_for(
         kube,
         JOBSETS,
@@ -82,3 +86,11 @@ async def test_workers_reach_the_launcher_by_its_jobset_dns_name_on_the_real_nod
     (launcher,) = [p for p in pods if p["spec"]["hostname"] == "ring-launcher-0-0"]
     heard = sorted(outputs[launcher["metadata"]["name"]].splitlines())
     assert heard == ["report from ring-worker-0-0", "report from ring-worker-0-1"], heard
+    # The controller that ran it: its Deployment's one pod, on the real node, never restarted.
+    (controller,) = [
+        p
+        for p in (await kube.list(PODS, namespace="jobset-system"))[0]
+        if p["metadata"]["name"].startswith("jobset-controller-manager-")
+    ]
+    assert controller["spec"]["nodeName"] == "real-node-0"
+    assert [c["restartCount"] for c in controller["status"]["containerStatuses"]] == [0]
