@@ -53,7 +53,7 @@ def test_the_install_runs_the_released_image_of_the_version_the_tests_run() -> N
     containers = deployments[0]["spec"]["template"]["spec"]["containers"]
     assert [c["image"] for c in containers] == [f"registry.k8s.io/jobset/jobset:v{version}"]
     # The real node's stand-in for it (built here, never pulled) carries the same name.
-    assert images.JOBSET_REF == containers[0]["image"]
+    assert containers[0]["image"] == images.JOBSET_REF
     # The CRD it installs is the one the test kit installs from the same build, but for the
     # conversion webhook the install's kustomization adds to the module's base CRD (its one
     # version never needs converting; the test kit, with no Service for it, installs the base).
