@@ -13,8 +13,10 @@ PYTEST_ARGS ?=
 REAL_NODE ?=
 # KUEUE=1 make cluster-up: Kueue (hack/build-kueue.sh) with the kubeflow.org integrations.
 KUEUE ?=
+# JOBSET=1 make cluster-up: the JobSet controller (hack/build-jobset.sh) with its webhooks.
+JOBSET ?=
 
-.PHONY: test-quick help bootstrap control-plane kueue node images conformance demo-real lint format crds pod-schema test test-unit chaos cluster-up cluster-down demo bench clean bench-micro
+.PHONY: test-quick help bootstrap control-plane kueue jobset node images conformance demo-real lint format crds pod-schema test test-unit chaos cluster-up cluster-down demo bench clean bench-micro
 
 help:
 	@echo "make demo     run the six operators against a local cluster with the seed and example jobs"
@@ -24,6 +26,8 @@ help:
 	@echo "make cluster-up / cluster-down   start / stop the local cluster (.cluster/kubeconfig)"
 	@echo "                 (REAL_NODE=1: with a real node beside the kwok nodes; needs root)"
 	@echo "                 (KUEUE=1: with Kueue managing the kubeflow.org jobs that name a queue)"
+	@echo "                 (JOBSET=1: with the JobSet controller, jobset.x-k8s.io/v1alpha2)"
+	@echo "make kueue / make jobset   build Kueue / the JobSet controller (cached; make test does)"
 	@echo "make conformance real distributed training (PyTorch, elastic, MPI, TF) on the real node"
 
 $(UV):
@@ -40,16 +44,21 @@ control-plane:
 kueue:
 	@bash hack/build-kueue.sh >/dev/null
 
+# The JobSet controller, its CRD and webhooks (built once, cached; see hack/build-jobset.sh).
+jobset:
+	@bash hack/build-jobset.sh >/dev/null
+
 # The real node's binaries (kubelet, kube-proxy, CoreDNS, pause) and Debian packages.
 node: control-plane
 	@bash hack/build-node.sh >/dev/null
 
-# The real node's images, built from Debian packages and the project's wheels (cached).
-images: bootstrap node
+# The real node's images, built from Debian packages, the project's wheels and the JobSet
+# controller (cached).
+images: bootstrap node jobset
 	$(PY) python -m jobcontroller.testing images
 
 # Real training jobs through the operators deployed on the real node.
-conformance: bootstrap control-plane node
+conformance: bootstrap control-plane node jobset
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
 	JOBCONTROLLER_NODE_BIN=$$(bash hack/build-node.sh | tail -n1) \
 	  $(PY) pytest --timeout=1800 -s tests/conformance $(PYTEST_ARGS)
@@ -89,7 +98,7 @@ test-unit: bootstrap control-plane
 # them). TEST_WORKERS=0 runs in one process.
 TEST_WORKERS ?= 3
 CHAOS_WORKERS ?= 2
-test: bootstrap control-plane kueue lint
+test: bootstrap control-plane kueue jobset lint
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
 	  $(PY) pytest --timeout=600 -n $(TEST_WORKERS) --dist loadfile --durations=20 \
 	  tests/unit tests/integration tests/e2e $(PYTEST_ARGS)
@@ -103,15 +112,16 @@ chaos: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
 	  $(PY) pytest --timeout=900 -s tests/chaos $(PYTEST_ARGS)
 
-cluster-up: bootstrap control-plane $(if $(REAL_NODE),node) $(if $(KUEUE),kueue)
+cluster-up: bootstrap control-plane $(if $(REAL_NODE),node jobset) $(if $(KUEUE),kueue) $(if $(JOBSET),jobset)
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(if $(KUEUE),JOBCONTROLLER_KUEUE_BIN=$$(bash hack/build-kueue.sh | tail -n1)) \
-	  $(PY) python -m jobcontroller.testing up --dir $(CLUSTER_DIR) $(if $(REAL_NODE),--real-node) $(if $(KUEUE),--kueue)
+	  $(if $(JOBSET),JOBCONTROLLER_JOBSET_BIN=$$(bash hack/build-jobset.sh | tail -n1)) \
+	  $(PY) python -m jobcontroller.testing up --dir $(CLUSTER_DIR) $(if $(REAL_NODE),--real-node) $(if $(KUEUE),--kueue) $(if $(JOBSET),--jobset)
 
 cluster-down: $(UV)
 	@if [ -d .venv ]; then $(PY) python -m jobcontroller.testing down --dir $(CLUSTER_DIR); else echo "no cluster"; fi
 
 REAL ?=
-demo: bootstrap control-plane $(if $(REAL),node)
+demo: bootstrap control-plane $(if $(REAL),node jobset)
 ifeq ($(REAL),)
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python hack/demo.py
 else

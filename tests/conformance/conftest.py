@@ -23,7 +23,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from jobcontroller.runtime.kube import NAMESPACES, KubeApi
+from jobcontroller.runtime.kube import NAMESPACES, ApiError, KubeApi
 from jobcontroller.testing.__main__ import node_images
 from jobcontroller.testing.controlplane import ControlPlane
 
@@ -147,3 +147,52 @@ async def real_namespace(kube: KubeApi) -> AsyncIterator[str]:
     name = f"real-{uuid.uuid4().hex[:6]}"
     await kube.create(NAMESPACES, {"metadata": {"name": name}})
     yield name
+
+
+JOBSET_OVERLAY = ROOT / "manifests" / "overlays" / "local-real-node-jobset"
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def jobset(real_cluster: RealCluster, kube: KubeApi) -> RealCluster:
+    """The JobSet controller as a real cluster runs it: manifests/jobset's Deployment (leader
+    election, certificates it makes itself, webhooks called through its Service) on the real
+    node, Available and admitting JobSets. It stands in for the plugin's fixture of the same
+    name (the controller as a process), so one JobSet controller serves the session."""
+    started = time.monotonic()
+    real_cluster.kubectl("apply", "--server-side", "-k", str(JOBSET_OVERLAY))
+    result = await asyncio.to_thread(
+        real_cluster.kubectl,
+        "-n",
+        "jobset-system",
+        "rollout",
+        "status",
+        "deployment/jobset-controller-manager",
+        "--timeout=240s",
+        check=False,
+    )
+    if result.returncode != 0:
+        pods = real_cluster.kubectl("-n", "jobset-system", "get", "pods", "-o", "wide").stdout
+        logs = real_cluster.kubectl(
+            "-n", "jobset-system", "logs", "deployment/jobset-controller-manager", check=False
+        )
+        pytest.fail(f"JobSet not rolled out: {result.stderr}\n{pods}\n{logs.stdout[-3000:]}")
+    # Ready means its webhook server listens; the API server must also reach it through the
+    # Service with the CA the controller injected: a dry-run JobSet passes both webhooks.
+    probe = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "webhook-probe", "namespace": "default"},
+        "spec": {"replicatedJobs": []},
+    }
+    path = "/apis/jobset.x-k8s.io/v1alpha2/namespaces/default/jobsets"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            await kube.request("POST", path, query={"dryRun": "All"}, body=probe)
+            break
+        except ApiError as exc:
+            if time.monotonic() > deadline:
+                pytest.fail(f"JobSet's webhooks not reachable through its Service: {exc}")
+        await asyncio.sleep(0.5)
+    print(f"\nJobSet deployed from {JOBSET_OVERLAY.name}: {time.monotonic() - started:.0f}s")
+    return real_cluster

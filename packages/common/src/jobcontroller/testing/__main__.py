@@ -27,6 +27,7 @@ from pathlib import Path
 from jobcontroller.testing import yamlfast
 from jobcontroller.testing.binaries import find_binaries
 from jobcontroller.testing.controlplane import START_TIMEOUT, ControlPlane
+from jobcontroller.testing.jobset import JobSetController
 from jobcontroller.testing.kueue import Kueue
 
 
@@ -58,7 +59,13 @@ def _start_kueue(cp: ControlPlane) -> Kueue:
     return kq
 
 
-def _supervise(directory: Path, nodes: int, real_node: bool = False, kueue: bool = False) -> int:
+def _supervise(
+    directory: Path,
+    nodes: int,
+    real_node: bool = False,
+    kueue: bool = False,
+    jobset: bool = False,
+) -> int:
     stop = False
 
     def _on_signal(signum: int, frame: object) -> None:
@@ -77,18 +84,26 @@ def _supervise(directory: Path, nodes: int, real_node: bool = False, kueue: bool
             real_node=real_node,
             node_images=node_images() if real_node else [],
         )
+        kq: Kueue | None = None
+        js: JobSetController | None = None
         cp.start()
         kq = _start_kueue(cp) if kueue else None
+        if jobset:
+            js = JobSetController(cp)
+            js.start()
     except Exception as exc:
         (directory / "failed").write_text(str(exc))
+        if kq is not None:
+            kq.stop()
         cp.stop()
         return 1
-    lines = [*cp.describe(), *(kq.describe() if kq else [])]
+    lines = [*cp.describe(), *(kq.describe() if kq else []), *(js.describe() if js else [])]
     (directory / "ready").write_text("\n".join(lines) + "\n")
     while not stop:
         signal.pause()
-    if kq is not None:
-        kq.stop()
+    for component in (js, kq):
+        if component is not None:
+            component.stop()
     cp.stop()
     return 0
 
@@ -105,7 +120,13 @@ def _pid(directory: Path) -> int | None:
     return pid
 
 
-def up(directory: Path, nodes: int, real_node: bool = False, kueue: bool = False) -> int:
+def up(
+    directory: Path,
+    nodes: int,
+    real_node: bool = False,
+    kueue: bool = False,
+    jobset: bool = False,
+) -> int:
     if _pid(directory) is not None and (directory / "ready").exists():
         print(f"cluster already running; kubeconfig: {directory / 'kubeconfig'}")
         return 0
@@ -122,6 +143,7 @@ def up(directory: Path, nodes: int, real_node: bool = False, kueue: bool = False
             str(nodes),
             *(["--real-node"] if real_node else []),
             *(["--kueue"] if kueue else []),
+            *(["--jobset"] if jobset else []),
         ],
         stdin=subprocess.DEVNULL,
         stdout=log,
@@ -201,12 +223,14 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--nodes", default=4, type=int)
         p.add_argument("--real-node", action="store_true")
         p.add_argument("--kueue", action="store_true", help="with Kueue (hack/build-kueue.sh)")
+        p.add_argument("--jobset", action="store_true", help="with JobSet (hack/build-jobset.sh)")
     sub.add_parser("images")
     sup = sub.add_parser("_supervise")
     sup.add_argument("dir", type=Path)
     sup.add_argument("nodes", type=int)
     sup.add_argument("--real-node", action="store_true")
     sup.add_argument("--kueue", action="store_true")
+    sup.add_argument("--jobset", action="store_true")
     args = parser.parse_args(argv)
     if args.command == "images":
         for path in node_images():
@@ -214,9 +238,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     directory = args.dir.resolve()
     if args.command == "_supervise":
-        return _supervise(directory, args.nodes, args.real_node, args.kueue)
+        return _supervise(directory, args.nodes, args.real_node, args.kueue, args.jobset)
     if args.command == "up":
-        return up(directory, args.nodes, args.real_node, args.kueue)
+        return up(directory, args.nodes, args.real_node, args.kueue, args.jobset)
     if args.command == "down":
         return down(directory)
     running = _pid(directory) is not None

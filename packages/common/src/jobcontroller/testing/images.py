@@ -12,7 +12,9 @@ is built locally and imported into the node's containerd:
 * ``tensorflow``: Debian's python3.11 with the ``tensorflow-cpu`` wheel from PyPI (Debian has
   no TensorFlow);
 * ``operators``: Debian's python3.11 with the project's wheels and their runtime dependencies
-  (the distributions the Dockerfile's ``uv sync --no-dev --no-editable`` installs), non-root.
+  (the distributions the Dockerfile's ``uv sync --no-dev --no-editable`` installs), non-root;
+* ``jobset``: the JobSet controller ``hack/build-jobset.sh`` built, alone in the image, named
+  as ``manifests/jobset`` names upstream's, non-root.
 
 An image is a Debian root filesystem made by ``mmdebstrap`` (one layer, cached per package
 list) plus, for some, a layer of files of ours; both go into an OCI archive that
@@ -61,6 +63,8 @@ TOOLS_REF = f"{LOCAL}/tools:local"
 TRAINER_REF = f"{LOCAL}/trainer:local"
 OPERATORS_REF = f"{LOCAL}/kubeflow-operators-py:local"
 TENSORFLOW_REF = f"{LOCAL}/tensorflow:local"
+#: The JobSet controller under the name manifests/jobset deploys (built here, never pulled).
+JOBSET_REF = "registry.k8s.io/jobset/jobset:v0.12.0"
 #: TensorFlow is not packaged by Debian: the CPU wheel from PyPI, on Debian's python3.11.
 TENSORFLOW_PIN = "tensorflow-cpu==2.21.0"
 
@@ -157,6 +161,13 @@ def _tensorflow_files(root: Path) -> Iterable[tuple[str, Path]]:
             yield f"/{path.relative_to(site)}", path
 
 
+def _jobset_files(root: Path) -> Iterable[tuple[str, Path]]:
+    # The binary hack/build-jobset.sh built from the module, where upstream's image has it.
+    from jobcontroller.testing.jobset import find_jobset
+
+    yield "/manager", find_jobset() / "jobset"
+
+
 IMAGES: dict[str, Image] = {
     "pause": Image(name="pause", ref=PAUSE_REF, config={"Entrypoint": ["/pause"]}),
     "tools": Image(
@@ -199,6 +210,13 @@ IMAGES: dict[str, Image] = {
             ],
             "Cmd": ["/usr/bin/python3"],
         },
+    ),
+    "jobset": Image(
+        name="jobset",
+        ref=JOBSET_REF,
+        files=_jobset_files,
+        # Static (CGO off), so from scratch; upstream's distroless image runs as 65532 too.
+        config={"Entrypoint": ["/manager"], "User": "65532:65532"},
     ),
     "operators": Image(
         name="operators",

@@ -29,22 +29,16 @@ import contextlib
 import os
 import subprocess
 import tempfile
-import time
 import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from jobcontroller.testing import yamlfast
+from jobcontroller.testing import addon
 from jobcontroller.testing.certs import CertificateAuthority
-from jobcontroller.testing.controlplane import (
-    START_TIMEOUT,
-    ControlPlane,
-    _die_with_parent,
-)
+from jobcontroller.testing.controlplane import ControlPlane, _die_with_parent
 from jobcontroller.testing.ports import free_port
 
 ENV_VAR = "JOBCONTROLLER_KUEUE_BIN"
@@ -63,63 +57,19 @@ FRAMEWORKS = [
 FLAVOR = "default-flavor"
 METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")  # hard-coded in cmd/kueue/main.go
 _WEBHOOK_GROUPS = {GROUP, "kubeflow.org"}
-_MUTATING = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
-_VALIDATING = "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations"
-_CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 
 
-class KueueNotFound(RuntimeError):
+class KueueNotFound(addon.BuildNotFound):
     """Kueue is not built yet."""
-
-
-def _complete(directory: Path) -> bool:
-    return (
-        os.access(directory / "kueue", os.X_OK)
-        and (directory / "crd").is_dir()
-        and (directory / "webhook.yaml").is_file()
-    )
 
 
 def find_kueue() -> Path:
     """The directory of ``hack/build-kueue.sh``'s build: ``$JOBCONTROLLER_KUEUE_BIN``, else the
-    newest complete ``kueue-*`` in the cache."""
-    explicit = os.environ.get(ENV_VAR)
-    if explicit:
-        path = Path(explicit).expanduser()
-        if not _complete(path):
-            raise KueueNotFound(f"{ENV_VAR}={explicit} lacks kueue, crd/ or webhook.yaml")
-        return path
-    cache = Path(os.environ.get("JOBCONTROLLER_CACHE", Path.home() / ".cache" / "jobcontroller"))
-    candidates = sorted(
-        (d for d in (cache / "bin").glob("kueue-*") if d.is_dir() and _complete(d)),
-        key=lambda d: d.stat().st_mtime,
-        reverse=True,
-    )
-    if candidates:
-        return candidates[0]
-    built = _build_from_checkout()
-    if built is not None:
-        return built
-    raise KueueNotFound(
-        f"no Kueue build in {cache / 'bin'}: run hack/build-kueue.sh (or `make kueue`), "
-        f"or set {ENV_VAR}"
-    )
-
-
-def _build_from_checkout() -> Path | None:
-    """In a checkout of this project, ``hack/build-kueue.sh``'s build, made now or, when ``make
-    test`` started it in the background, waited for (the script holds a lock while it builds).
-    None outside a checkout."""
-    script = Path(__file__).resolve().parents[5] / "hack" / "build-kueue.sh"
-    if not script.is_file():
-        return None
-    done = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise KueueNotFound(f"{script} failed:\n{done.stderr[-4000:]}")
-    path = Path(done.stdout.strip().splitlines()[-1])
-    if not _complete(path):
-        raise KueueNotFound(f"{script} printed {path}, which lacks kueue, crd/ or webhook.yaml")
-    return path
+    newest complete ``kueue-*`` in the cache, else built now from the checkout."""
+    try:
+        return addon.find_build(binary="kueue", env_var=ENV_VAR, script="build-kueue.sh")
+    except addon.BuildNotFound as exc:
+        raise KueueNotFound(str(exc)) from None
 
 
 def version_of(directory: Path) -> str:
@@ -145,7 +95,7 @@ class Kueue:
         self.webhook_port = 0
         self.health_port = 0
         self.workdir: Path | None = None
-        self._webhook_names: list[tuple[str, str]] = []
+        self._webhook_names: list[addon.Registered] = []
 
     def __enter__(self) -> Kueue:
         self.start()
@@ -174,8 +124,8 @@ class Kueue:
         certs.mkdir()
         ca.serving().write(certs, "tls")
         self._metrics_cert(ca)
-        self._install_crds()
-        self._ensure_namespace("kueue-system")
+        addon.install_crds(self.cp, sorted((self.directory / "crd").glob("*.yaml")))
+        addon.ensure_namespace(self.cp, "kueue-system")
         config = self.workdir / "config.yaml"
         config.write_text(yaml.safe_dump(self._configuration(certs)))
         argv = [
@@ -203,9 +153,7 @@ class Kueue:
             raise
 
     def stop(self) -> None:
-        for path, name in self._webhook_names:
-            with contextlib.suppress(Exception):
-                self.cp.request("DELETE", f"{path}/{name}")
+        addon.unregister_webhooks(self.cp, self._webhook_names)
         self._webhook_names = []
         if self.popen is not None and self.popen.poll() is None:
             self.popen.terminate()
@@ -343,115 +291,48 @@ class Kueue:
                 detail = exc.read().decode(errors="replace")
                 raise RuntimeError(f"POST {path}: {exc.code} {detail}") from None
 
-    def _ensure_namespace(self, name: str) -> None:
-        try:
-            self.cp.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
-        except urllib.error.HTTPError as exc:
-            if exc.code != 409:
-                raise
-
-    def _install_crds(self) -> None:
-        assert self.directory is not None
-        names = []
-        for path in sorted((self.directory / "crd").glob("*.yaml")):
-            crd = yamlfast.load(path.read_text())
-            # The module's kustomization adds conversion webhooks; only v1beta2 is used here,
-            # so the API server needs none (strategy None).
-            crd["spec"].pop("conversion", None)
-            try:
-                self.cp.request("POST", _CRDS, crd)
-            except urllib.error.HTTPError as exc:
-                if exc.code != 409:
-                    raise RuntimeError(f"CRD {path.name}: {exc.code} {exc.read()!r}") from None
-            names.append(crd["metadata"]["name"])
-        deadline = time.monotonic() + 60
-        for name in names:
-            while True:
-                conds = (self.cp.request("GET", f"{_CRDS}/{name}").get("status") or {}).get(
-                    "conditions"
-                ) or []
-                if any(c["type"] == "Established" and c["status"] == "True" for c in conds):
-                    break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"CRD {name} not Established")
-                time.sleep(0.1)
-
     def _register_webhooks(self, ca_bundle: bytes) -> None:
-        import base64
-
         assert self.directory is not None
-        bundle = base64.b64encode(ca_bundle).decode()
-        suffix = f"{self.cp.apiserver_port}"
-        for doc in yaml.safe_load_all((self.directory / "webhook.yaml").read_text()):
-            if not doc:
-                continue
-            path = _MUTATING if doc["kind"] == "MutatingWebhookConfiguration" else _VALIDATING
-            hooks = []
-            for hook in doc["webhooks"]:
-                groups = {g for r in hook["rules"] for g in r["apiGroups"]}
-                if not groups <= _WEBHOOK_GROUPS:
-                    continue
-                svc = hook["clientConfig"].pop("service")
-                hook["clientConfig"] = {
-                    "url": f"https://127.0.0.1:{self.webhook_port}{svc['path']}",
-                    "caBundle": bundle,
-                }
-                if "kubeflow.org" in groups:
-                    if self.namespace_label:
-                        hook["namespaceSelector"] = {
-                            "matchExpressions": [
-                                {"key": self.namespace_label, "operator": "Exists"}
-                            ]
-                        }
-                    else:
-                        hook["namespaceSelector"] = {
-                            "matchExpressions": [
-                                {
-                                    "key": "kubernetes.io/metadata.name",
-                                    "operator": "NotIn",
-                                    "values": ["kube-system", "kueue-system"],
-                                }
-                            ]
-                        }
-                hooks.append(hook)
-            name = f"kueue-{doc['metadata']['name']}-{suffix}"
-            body = {
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": doc["kind"],
-                "metadata": {"name": name},
-                "webhooks": hooks,
-            }
-            with contextlib.suppress(urllib.error.HTTPError):
-                self.cp.request("DELETE", f"{path}/{name}")
-            self.cp.request("POST", path, body)
-            self._webhook_names.append((path, name))
+
+        def adjust(hook: dict[str, Any]) -> dict[str, Any] | None:
+            groups = {g for r in hook["rules"] for g in r["apiGroups"]}
+            if not groups <= _WEBHOOK_GROUPS:
+                return None
+            if "kubeflow.org" in groups:
+                hook["namespaceSelector"] = {"matchExpressions": [self._kubeflow_namespaces()]}
+            return hook
+
+        self._webhook_names = addon.register_webhooks(
+            self.cp,
+            self.directory / "webhook.yaml",
+            port=self.webhook_port,
+            ca_bundle=ca_bundle,
+            prefix="kueue",
+            adjust=adjust,
+        )
+
+    def _kubeflow_namespaces(self) -> dict[str, Any]:
+        if self.namespace_label:
+            return {"key": self.namespace_label, "operator": "Exists"}
+        return {
+            "key": "kubernetes.io/metadata.name",
+            "operator": "NotIn",
+            "values": ["kube-system", "kueue-system"],
+        }
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + START_TIMEOUT
-        url = f"http://127.0.0.1:{self.health_port}/readyz"
-        while True:
-            if not self.alive():
-                raise RuntimeError(f"kueue exited during start:\n{self.log_tail()}")
-            with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as resp:
-                if resp.status == 200:
-                    break
-            if time.monotonic() > deadline:
-                tail = self.log_tail()
-                raise RuntimeError(f"kueue not ready after {START_TIMEOUT:.0f}s:\n{tail}")
-            time.sleep(0.2)
-        # Ready means the webhook server listens; the API server must also reach it (a
-        # dry-run ResourceFlavor goes through the mutating and validating webhooks).
+        deadline = addon.wait_healthy(
+            f"http://127.0.0.1:{self.health_port}/readyz",
+            what="kueue",
+            alive=self.alive,
+            log_tail=self.log_tail,
+        )
+        # A dry-run ResourceFlavor goes through the mutating and validating webhooks.
         probe = {
             "apiVersion": f"{GROUP}/v1beta2",
             "kind": "ResourceFlavor",
             "metadata": {"name": "webhook-probe"},
         }
-        while True:
-            try:
-                self.cp.request("POST", f"{API}/resourceflavors?dryRun=All", probe)
-                return
-            except urllib.error.HTTPError as exc:
-                detail = exc.read().decode(errors="replace")
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"kueue webhooks not reachable: {detail}") from None
-            time.sleep(0.2)
+        addon.wait_admitted(
+            self.cp, f"{API}/resourceflavors", probe, what="kueue", deadline=deadline
+        )

@@ -32,6 +32,7 @@ import pytest
 import pytest_asyncio
 
 from jobcontroller.testing.controlplane import ControlPlane
+from jobcontroller.testing.jobset import JobSetController
 from jobcontroller.testing.kueue import Kueue
 
 if TYPE_CHECKING:
@@ -82,6 +83,16 @@ def kueue(control_plane: ControlPlane) -> Iterator[Kueue]:
         yield kq
     finally:
         kq.stop()
+
+
+@pytest.fixture(scope="session")
+def jobset(control_plane: ControlPlane) -> Iterator[JobSetController]:
+    controller = JobSetController(control_plane)
+    controller.start()
+    try:
+        yield controller
+    finally:
+        controller.stop()
 
 
 @pytest.fixture(scope="session")
