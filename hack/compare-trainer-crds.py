@@ -1,6 +1,7 @@
 """Compare our trainer CRDs with Kubeflow Trainer's own, field by field (descriptions aside).
 
 uv run python hack/compare-trainer-crds.py [--upstream DIR] [--all]
+uv run python hack/compare-trainer-crds.py --write-digest   # refresh the unit test's copy
 
 DIR holds upstream's generated CRDs (manifests/base/crds/trainer.kubeflow.org_*.yaml of
 kubeflow/trainer v2.3.0); by default they are read from the bare mirror of the repository
@@ -15,6 +16,8 @@ server here.
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +28,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 MIRROR = Path("/work/.mirror/kubeflow+trainer/repo")
 TAG = "v2.3.0"
+DIGEST = ROOT / "tests" / "data" / "trainer-v2.3.0" / "crd-digest.json"
 PLURALS = ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
 KEYWORDS = (
     "type",
@@ -143,11 +147,33 @@ def compare(ours: dict[str, Any], theirs: dict[str, Any], *, everything: bool) -
     return lines
 
 
+def digest(crd: dict[str, Any]) -> dict[str, Any]:
+    """What the unit test compares: names, scope, version settings, every trainer field's
+    keywords, and the paths inside Kubernetes' types (hashed: there are a thousand)."""
+    [version] = crd["spec"]["versions"]
+    flat = flatten(version["schema"]["openAPIV3Schema"])
+    inside = sorted(path for path in flat if builtin(path))
+    return {
+        "names": crd["spec"]["names"],
+        "scope": crd["spec"]["scope"],
+        "version": {k: v for k, v in version.items() if k != "schema"},
+        "fields": {path: kw for path, kw in sorted(flat.items()) if not builtin(path)},
+        "builtin_paths": len(inside),
+        "builtin_paths_sha256": hashlib.sha256("\n".join(inside).encode()).hexdigest(),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--upstream", type=Path, help="directory of upstream's CRD YAML")
     parser.add_argument("--all", action="store_true", help="also inside Kubernetes' types")
+    parser.add_argument("--write-digest", action="store_true", help=f"write {DIGEST.name}")
     args = parser.parse_args(argv)
+    if args.write_digest:
+        digests = {p: digest(upstream_crd(p, args.upstream)) for p in PLURALS}
+        DIGEST.write_text(json.dumps(digests, indent=1, sort_keys=True) + "\n")
+        print(f"wrote {DIGEST}")
+        return 0
     sys.path.insert(0, str(ROOT / "packages" / "trainer_operator" / "src"))
     from trainer_operator.crd import crds
 

@@ -168,3 +168,10 @@ def test_no_import_cycles_inside_jobcontroller() -> None:
     assert "jobcontroller.controller.base" in graph  # the graph covers the package
     assert graph["jobcontroller.controller.base"] >= {"jobcontroller.core.planner"}
     assert cycles(graph) == []
+
+
+def test_no_import_cycles_inside_trainer_operator() -> None:
+    root = ROOT / "packages" / "trainer_operator" / "src" / "trainer_operator"
+    graph = import_graph(root)
+    assert graph["trainer_operator.crd"] >= {"trainer_operator.api", "trainer_operator.runtime"}
+    assert cycles(graph) == []

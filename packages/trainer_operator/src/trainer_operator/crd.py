@@ -68,8 +68,23 @@ _KIND = (
 )
 
 
+def _drop_empty_properties(node: Any) -> None:
+    """An object without fields (the jax and xgboost policies) says so by having no
+    ``properties``: the API server drops ``properties: {}`` when it stores a CRD, and the
+    manifest then differs from the stored CRD (a server-side re-apply conflicts)."""
+    if isinstance(node, dict):
+        if node.get("properties") == {}:
+            del node["properties"]
+        for value in node.values():
+            _drop_empty_properties(value)
+    elif isinstance(node, list):
+        for value in node:
+            _drop_empty_properties(value)
+
+
 def _root_schema(model: type[TrainerObject]) -> dict[str, Any]:
     schema = structural_schema(model)
+    _drop_empty_properties(schema)
     properties = schema.setdefault("properties", {})
     properties["apiVersion"] = {"type": "string", "description": _API_VERSION}
     properties["kind"] = {"type": "string", "description": _KIND}
