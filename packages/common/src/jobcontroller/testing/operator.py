@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobcontroller.controller import JobController
+from jobcontroller.controller import Reconciler
 from jobcontroller.runtime.events import EventRecorder
 from jobcontroller.runtime.kube import CRDS, ApiError, KubeApi
 from jobcontroller.runtime.manager import Manager
@@ -29,7 +29,7 @@ __all__ = ["RunningController", "install_crds", "running"]
 
 @dataclass
 class RunningController:
-    controller: JobController[Any]
+    controller: Reconciler[Any]
     manager: Manager
     api: KubeApi
     metrics: Metrics
@@ -64,7 +64,7 @@ class RunningController:
 @contextlib.asynccontextmanager
 async def running(
     kubeconfig: str,
-    controller: JobController[Any],
+    controller: Reconciler[Any],
     *,
     namespace: str = "",
     workers: int = 4,
