@@ -52,3 +52,42 @@ def test_an_unknown_kind_is_a_flag_error(
         _enabled("--enable-scheme", scheme)
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "installed", "served", "asked"),
+    [
+        ((), True, True, True),
+        ((), False, False, True),
+        ((), None, True, True),  # the API server could not say: try, and say so if it fails
+        (("--enable-scheme", "trainjob"), False, True, False),  # named: served regardless
+        (("--enable-scheme", "tfjob"), False, True, False),  # not asked for: nothing to check
+    ],
+)
+def test_trainjob_is_served_by_default_only_where_jobset_is_installed(
+    monkeypatch: pytest.MonkeyPatch,
+    argv: tuple[str, ...],
+    installed: bool | None,
+    served: bool,
+    asked: bool,
+) -> None:
+    import training_operator.__main__ as main
+
+    calls: list[tuple[str, ...]] = []
+
+    def crds_installed(settings: object, names: tuple[str, ...]) -> bool | None:
+        calls.append(tuple(names))
+        return installed
+
+    monkeypatch.setattr(main, "crds_installed", crds_installed)
+    assert main._serve_trainjob(["run", *argv]) is served
+    assert bool(calls) is asked
+    if asked:
+        assert calls == [
+            (
+                "jobsets.jobset.x-k8s.io",
+                "trainjobs.trainer.kubeflow.org",
+                "trainingruntimes.trainer.kubeflow.org",
+                "clustertrainingruntimes.trainer.kubeflow.org",
+            )
+        ]
