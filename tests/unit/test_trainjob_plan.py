@@ -446,3 +446,17 @@ def test_jobset_spec_of_the_example_runtime() -> None:
         "PET_MASTER_PORT",
     ]
     assert node["env"][3]["value"] == "multi-node-example-node-0-0.multi-node-example"
+
+
+def test_a_running_trainjob_from_before_snapshots_gets_one() -> None:
+    """KEP-2599's migration: a TrainJob whose JobSet runs but has no snapshot gets one from
+    the runtime as it is now, and nothing else; without the runtime, the event says so."""
+    raw = trainjob()
+    jobset, _ = _existing(raw)
+    plan = plan_trainjob(raw, observed(runtime=RT, jobsets=[jobset]), now=NOW)
+    assert [(type(a).__name__, a.kind) for a in plan.actions] == [  # type: ignore[union-attr]
+        ("CreateObject", "ConfigMap")
+    ]
+    gone = plan_trainjob(raw, observed(runtime=None, jobsets=[jobset]), now=NOW)
+    assert gone.actions == ()
+    assert [e.reason for e in gone.events] == ["TrainJobResourcesCreationFailed"]

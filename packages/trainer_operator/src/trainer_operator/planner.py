@@ -215,15 +215,24 @@ def jobset_patch(desired: Obj, have: Obj) -> Obj | None:
 def _objects(raw: Obj, observed: Observed, kind: str) -> _Objects:
     out = _Objects()
     meta = raw["metadata"]
+    name = str(meta["name"])
+    have = _named(observed.owned.get(JOBSET, ()), name)
+    suspend = bool((raw.get("spec") or {}).get("suspend"))
+    # Once it runs, a JobSet is not touched (upstream's rule too): only a suspended TrainJob
+    # or JobSet has its JobSet brought in line. A running one needs nothing built, only the
+    # snapshot of a TrainJob from before snapshots (upstream's migration).
+    running = have is not None and not suspend and not (have.get("spec") or {}).get("suspend")
+    if running and _named(observed.owned.get(CONFIGMAP, ()), snapshot_name(raw)) is not None:
+        return out
     runtime = _runtime(raw, observed, kind, out)
+    if running:
+        return out
     try:
         info = new_info(raw, runtime.get("spec") or {})
         enforce_ml_policy(info, raw)
         desired = build_jobset(info, raw)
     except RuntimeProblem as exc:
         raise ResourcesProblem(str(exc)) from None
-    name = str(meta["name"])
-    have = _named(observed.owned.get(JOBSET, ()), name)
     if have is None:
         other = observed.lookup(JOBSET, name)
         if other is None:
@@ -240,16 +249,10 @@ def _objects(raw: Obj, observed: Observed, kind: str) -> _Objects:
         return out  # the JobSet is ours but not in the owned cache yet: wait for it
     if _terminating(have):
         return out
-    suspend = bool((raw.get("spec") or {}).get("suspend"))
-    # Once it runs, a JobSet is not touched (upstream's rule too): only a suspended TrainJob
-    # or JobSet has its JobSet brought in line.
-    if suspend or bool((have.get("spec") or {}).get("suspend")):
-        patch = jobset_patch(desired, have)
-        if patch is not None:
-            namespace = str(meta.get("namespace") or "")
-            out.actions.append(
-                PatchObject(kind=JOBSET, namespace=namespace, name=name, patch=patch)
-            )
+    patch = jobset_patch(desired, have)
+    if patch is not None:
+        namespace = str(meta.get("namespace") or "")
+        out.actions.append(PatchObject(kind=JOBSET, namespace=namespace, name=name, patch=patch))
     return out
 
 

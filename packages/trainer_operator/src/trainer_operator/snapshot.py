@@ -28,6 +28,10 @@ Obj = dict[str, Any]
 SNAPSHOT_SUFFIX = "-runtime-snapshot"
 SNAPSHOT_KEY = "runtime"
 
+#: libyaml's safe loader and dumper when PyYAML has them (ten times faster), else PyYAML's.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
 #: Fields of a cached runtime not worth copying: the server's bookkeeping of who wrote what.
 _DROPPED_META = ("managedFields",)
 
@@ -47,7 +51,9 @@ def snapshot_configmap(trainjob: Obj, runtime: Obj) -> Obj:
     copied["metadata"] = {
         k: v for k, v in (runtime.get("metadata") or {}).items() if k not in _DROPPED_META
     }
-    text = yaml.safe_dump(copied, sort_keys=True, default_flow_style=False, width=2**31 - 1)
+    text = yaml.dump(
+        copied, Dumper=_DUMPER, sort_keys=True, default_flow_style=False, width=2**31 - 1
+    )
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -77,7 +83,7 @@ def read_snapshot(trainjob: Obj, configmap: Obj) -> Obj:
             f'invalid runtime snapshot: snapshot ConfigMap missing "{SNAPSHOT_KEY}" data key'
         )
     try:
-        runtime = yaml.safe_load(text)
+        runtime = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as exc:
         raise SnapshotProblem(
             f"invalid runtime snapshot: unable to unmarshal the snapshot: {exc}"
