@@ -164,7 +164,9 @@ async def _wait_rbac_effective(
                         attrs = {"group": group, "resource": name, "verb": verb}
                         if sub:
                             attrs["subresource"] = sub
-                        checks.append(attrs)
+                        # A rule for some objects only is checked for each of them.
+                        for named in rule.get("resourceNames") or [None]:
+                            checks.append(attrs if named is None else {**attrs, "name": named})
     assert checks
     for _ in range(300):
         pending = []
