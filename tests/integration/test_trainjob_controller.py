@@ -269,3 +269,19 @@ async def test_jax_and_xgboost_runtimes_complete(
     got = {e["name"]: e.get("value") for e in node["env"]}
     want = {k: v if v is not None else f"{name}-node-0-0.{name}:29500" for k, v in env.items()}
     assert {k: got.get(k) for k in want} == want
+
+
+async def test_deleting_a_trainjob_deletes_its_jobset_and_snapshot(
+    kube: KubeApi, operator: RunningController, namespace: str
+) -> None:
+    """Garbage collection through the controller references, as upstream relies on."""
+    body = finishing(example("01-multi-node.yaml"), exit_code=None)
+    body["metadata"]["name"] = "deleted"
+    await kube.create(TRAINJOBS, body, namespace=namespace)
+    await wait_for(kube, JOBSETS, "deleted", namespace=namespace, until=lambda j: j is not None)
+    await kube.delete(TRAINJOBS, "deleted", namespace=namespace)
+    for resource, name in ((JOBSETS, "deleted"), (CONFIGMAPS, "deleted-runtime-snapshot")):
+        gone = await wait_for(
+            kube, resource, name, namespace=namespace, timeout=TIMEOUT, until=lambda o: o is None
+        )
+        assert gone is None
