@@ -43,6 +43,7 @@ from jobcontroller.api.crd import (
     crd_to_yaml,
 )
 from jobcontroller.api.defaults import canonical_replica_types, default_job, set_default_port
+from jobcontroller.api.podschema import load_pod_template_schema, openapi_schema
 from jobcontroller.api.rules import ReplicaRules
 from jobcontroller.api.validation import MANAGED_BY_VALUES, job_errors
 
@@ -83,5 +84,7 @@ __all__ = [
     "default_job",
     "format_time",
     "job_errors",
+    "load_pod_template_schema",
+    "openapi_schema",
     "set_default_port",
 ]
