@@ -10,8 +10,6 @@ succeeds or fails when the launcher Job does, with its reason.
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,24 +18,16 @@ from jobcontroller import (
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
     OPERATOR_NAME_LABEL,
-    REASON_FAILED,
-    REASON_SUCCEEDED,
     REPLICA_INDEX_LABEL,
-    Event,
     GangFlavor,
     Obj,
     PlanConfig,
-    batch_job_condition,
-    batch_job_done,
     build_template,
     gang_generation,
-    new_reason,
     owner_reference,
-    phase,
     restart_all,
-    set_condition,
 )
-from jobcontroller.api import JobConditionType, JobStatus, ReplicaStatus, RestartPolicy
+from jobcontroller.api import RestartPolicy
 from mpi_operator.api import MPIImplementation, MPIJob, MPIReplicaType
 from mpi_operator.hostfile import (
     CONFIG_MOUNT_PATH,
@@ -59,14 +49,10 @@ __all__ = [
     "SSHD_COMMAND",
     "WORKER_ROLE",
     "BuiltLauncher",
-    "apply_launcher_status",
     "configure_worker",
-    "job_condition",
-    "job_finished",
     "launcher_env",
     "launcher_job",
     "launcher_template",
-    "pod_reason",
 ]
 
 LAUNCHER_ROLE = "launcher"
@@ -78,8 +64,6 @@ SSHD_COMMAND = ("/usr/sbin/sshd", "-De")
 _HOSTFILE_PATH = f"{CONFIG_MOUNT_PATH}/{HOSTFILE_KEY}"
 _SSH_RETRIES = "-o ConnectionAttempts=10"  # workers' sshd may start after the launcher
 _READ_ONLY, _EXECUTABLE = 0o444, 0o555
-_BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
-_MESSAGE_LIMIT = 1024  # an Event's note limit
 
 
 def _env(name: str, value: str) -> dict[str, str]:
@@ -237,90 +221,3 @@ def configure_worker(template: Obj, *, job: MPIJob, index: int, config: PlanConf
         container["command"] = list(SSHD_COMMAND)
     container["env"] = [*(container.get("env") or []), _env(JOB_ROLE_ENV, WORKER_ROLE)]
     mount_ssh_auth(spec, job=job)
-
-
-def apply_launcher_status(
-    job: MPIJob,
-    status: JobStatus,
-    launcher: Obj | None,
-    pods: Sequence[Obj],
-    *,
-    now: dt.datetime,
-    final: bool,
-) -> list[Event]:
-    """Set the Launcher replica counts and, unless ``final`` is False (a suspended job),
-    the job's Succeeded or Failed verdict, both read from the launcher Job and its ``pods``
-    (in place); returns the events to record."""
-    if launcher is None:
-        return []
-    launcher_status = launcher.get("status") or {}
-    succeeded = job_condition(launcher, "Complete") is not None
-    failed = job_condition(launcher, "Failed")
-    counts = ReplicaStatus(
-        active=0 if succeeded or failed else sum(1 for p in pods if phase(p) == "Running"),
-        succeeded=1 if succeeded else 0,
-        failed=int(launcher_status.get("failed") or 0),
-    )
-    if status.replica_statuses.get(MPIReplicaType.LAUNCHER) != counts:
-        status.replica_statuses[MPIReplicaType.LAUNCHER] = counts
-    if not final:
-        return []
-    if succeeded:
-        message = f"MPIJob {job.key} successfully completed."
-        reason = new_reason(MPIJob.KIND, REASON_SUCCEEDED)
-        if status.completion_time is None:
-            status.completion_time = _parse_time(launcher_status.get("completionTime")) or now
-        if set_condition(
-            status, cond_type=JobConditionType.SUCCEEDED, reason=reason, message=message, now=now
-        ):
-            return [Event("Normal", reason, message)]
-        return []
-    if failed is None:
-        return []
-    reason, message = _failure(job, failed, pods)
-    if status.completion_time is None:
-        status.completion_time = now
-    if set_condition(
-        status, cond_type=JobConditionType.FAILED, reason=reason, message=message, now=now
-    ):
-        return [Event("Warning", reason, message)]
-    return []
-
-
-def _failure(job: MPIJob, condition: Obj, pods: Sequence[Obj]) -> tuple[str, str]:
-    """Reason and message of a failed launcher Job (BackoffLimitExceeded, DeadlineExceeded...).
-
-    For BackoffLimitExceeded the last failed pod's reason and message are appended, as the
-    anchor does, but only when the pod has them (the anchor leaves a dangling ``/``)."""
-    reason = str(condition.get("reason") or new_reason(MPIJob.KIND, REASON_FAILED))
-    message = str(condition.get("message") or f"MPIJob {job.key} has failed")
-    if reason == _BACKOFF_LIMIT_EXCEEDED:
-        failed = [p for p in pods if phase(p) == "Failed"]
-        if failed:
-            last = max(failed, key=lambda p: str(p.get("metadata", {}).get("creationTimestamp")))
-            if pod_reason(last):
-                reason += "/" + pod_reason(last)
-            pod_message = str((last.get("status") or {}).get("message") or "")
-            if pod_message:
-                message += ": " + pod_message
-    if len(message) > _MESSAGE_LIMIT:
-        message = message[: _MESSAGE_LIMIT - 3] + "..."
-    return reason, message
-
-
-job_condition = batch_job_condition
-job_finished = batch_job_done
-
-
-def pod_reason(pod: Obj) -> str:
-    """``status.reason`` of a pod: Evicted, DeadlineExceeded..."""
-    return str((pod.get("status") or {}).get("reason") or "")
-
-
-def _parse_time(value: object) -> dt.datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None

@@ -75,12 +75,14 @@ def batch_job_child(
     metadata: Obj | None = None,
     create: bool = True,
     hold: bool = False,
+    decides: bool = False,
 ) -> Child:
     """The Job ``name`` with ``spec`` (its template, backoffLimit...; ``suspend`` is the
     base's), running replica ``rtype`` (its counts become that type's status; None when the
     framework reads the Job itself). ``metadata``: labels and annotations of its own.
     ``create``: False while it must not be created yet (its mounts are missing); ``hold``:
-    keep a suspended Job suspended even though the job runs (it waits for its workers)."""
+    keep a suspended Job suspended even though the job runs (it waits for its workers);
+    ``decides``: the job's state follows this Job (core/followjob.py; ``rtype`` required)."""
     current = _owned(observed, name)
     finished = is_finished(status)
     done = current is not None and batch_job_done(current)
@@ -113,16 +115,18 @@ def batch_job_child(
         prune=_PRUNED,
         create=create and not finished,
         replica_type=rtype,
+        decides=decides,
     )
 
 
 def child_replica_statuses(
     children: Sequence[Child], observed: Observed
 ) -> Mapping[str, ReplicaStatus]:
-    """The replica status of each batch Job child that exists, from its counts."""
+    """The replica status of each batch Job child that exists, from its counts (a deciding
+    one's are its rule's: core/followjob.py)."""
     statuses: dict[str, ReplicaStatus] = {}
     for child in children:
-        if child.replica_type is None or child.kind != JOB:
+        if child.replica_type is None or child.kind != JOB or child.decides:
             continue
         current = _owned(observed, child.name)
         if current is None:

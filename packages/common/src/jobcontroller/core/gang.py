@@ -51,6 +51,7 @@ from jobcontroller.core.replicas import (
     finished_at,
     is_terminating,
     phase,
+    pod_reason,
     terminated_state,
 )
 from jobcontroller.core.restart import FailedPodVerdict, RestartLedger, failed_pod_verdict
@@ -153,7 +154,7 @@ def _pod_reason(pod: Obj, container: str | None) -> str:
     """Why the pod failed: the container's terminated reason (Error, OOMKilled), else the
     pod's (Evicted, DeadlineExceeded)."""
     terminated = terminated_state(pod, container=container) or {}
-    return str(terminated.get("reason") or (pod.get("status") or {}).get("reason") or "")
+    return str(terminated.get("reason") or pod_reason(pod))
 
 
 @dataclass(frozen=True, slots=True)

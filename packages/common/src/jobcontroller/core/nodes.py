@@ -26,11 +26,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from jobcontroller.api.common import RestartPolicy
-from jobcontroller.core.conditions import REASON_FAILED, new_reason
-from jobcontroller.core.context import PlanContext, aware
+from jobcontroller.core.conditions import REASON_FAILED, new_reason, parse_time
+from jobcontroller.core.context import PlanContext
 from jobcontroller.core.lifecycle import fail
 from jobcontroller.core.names import REPLICA_TYPE_LABEL
 from jobcontroller.core.replicas import PHASE_FAILED, PHASE_SUCCEEDED, phase, replica_index
@@ -52,21 +52,12 @@ class LostPod:
 
 def node_state(node: Obj) -> NodeState:
     """A Node (whole, or as the informer compacts it) as :class:`NodeState`."""
-    meta = node.get("metadata") or {}
+    created = parse_time((node.get("metadata") or {}).get("creationTimestamp"))
     for cond in (node.get("status") or {}).get("conditions") or ():
         if isinstance(cond, dict) and cond.get("type") == "Ready":
-            since = _parse(cond.get("lastTransitionTime")) or _parse(meta.get("creationTimestamp"))
+            since = parse_time(cond.get("lastTransitionTime")) or created
             return NodeState(ready=cond.get("status") == "True", since=since)
-    return NodeState(ready=False, since=_parse(meta.get("creationTimestamp")))
-
-
-def _parse(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return aware(datetime.fromisoformat(value.replace("Z", "+00:00")))
-    except ValueError:
-        return None
+    return NodeState(ready=False, since=created)
 
 
 def _meta(pod: Obj) -> dict[str, object]:
@@ -87,10 +78,8 @@ def _lost(ctx: PlanContext, pod: Obj) -> LostPod | None:
         return LostPod(pod=pod, node=node_name, gone=True)
     if state.ready:
         return None
-    since = max(
-        (t for t in (state.since, _parse(_meta(pod).get("creationTimestamp"))) if t is not None),
-        default=ctx.now,
-    )
+    created = parse_time(_meta(pod).get("creationTimestamp"))
+    since = max((t for t in (state.since, created) if t is not None), default=ctx.now)
     remaining = (since + timedelta(seconds=grace) - ctx.now).total_seconds()
     if remaining > 0:
         ctx.timers.append(remaining)

@@ -41,6 +41,7 @@ from jobcontroller.core.conditions import (
 )
 from jobcontroller.core.context import PlanContext, aware
 from jobcontroller.core.crashes import QUARANTINE_CRASHES, quarantine_plan
+from jobcontroller.core.followjob import follow_batch_jobs
 from jobcontroller.core.gang import plan_gang, restart_all
 from jobcontroller.core.lifecycle import (
     REASON_FAILED_CREATE,
@@ -72,6 +73,7 @@ from jobcontroller.core.replicas import (
     is_terminating,
     phase,
     pods_by_rtype,
+    pods_in_range,
     replica_pods,
     terminated_state,
 )
@@ -210,9 +212,15 @@ def _add_extra_objects(ctx: PlanContext) -> None:
         ctx.events.extend(children.events)
         ctx.conflicts.extend(children.conflicts)
         ctx.status.replica_statuses.update(child_replica_statuses(declared.wanted, ctx.observed))
+        ctx.events += follow_batch_jobs(
+            ctx.job,
+            ctx.status,
+            declared.wanted,
+            ctx.observed,
+            pod_rtypes=ctx.fw.pod_replica_types(ctx.job),
+            now=ctx.now,
+        )
     extra = ctx.fw.extra_objects(ctx.job, ctx.observed, ctx.status, now=ctx.now)
-    if extra.status is not None:
-        ctx.status = extra.status
     for action in extra.actions:
         if isinstance(action, CreateObject) and not ctx.claimable(action.kind, action.name):
             continue
@@ -269,12 +277,7 @@ def _plan_live(ctx: PlanContext) -> None:
     # Pods past the replica count are being scaled away: they count nowhere, so a failed one
     # cannot fail the job and a running one does not inflate ``active`` (the anchor counts
     # them).
-    current = {
-        rtype: [
-            pod for index, pods in slots.by_index.items() if index < slots.replicas for pod in pods
-        ]
-        for rtype, slots in replicas.items()
-    }
+    current = {rtype: pods_in_range(slots) for rtype, slots in replicas.items()}
     previous = {rtype: ctx.status.replica_statuses.get(rtype) for rtype in rtypes}
     for rtype in rtypes:
         _count(ctx, rtype, current[rtype])

@@ -292,10 +292,6 @@ class ExtraObjects:
 
     actions: Sequence[Action] = ()
     events: Sequence[Event] = ()
-    status: JobStatus | None = None
-    """The job's status with what the framework's own objects say about it (MPI: the
-    launcher Job's counts and verdict), a changed copy of the one it was given; None leaves
-    it as it was. ``update_status`` runs after, on this status."""
 
 
 JobT = TypeVar("JobT", bound=JobModel[Any])
@@ -354,7 +350,7 @@ class FrameworkOf(ABC, Generic[JobT]):
         """Replica types the base runs as one pod (and one Service) per index, in order
         (``model.REPLICA_TYPES`` first, then any other the job has).
 
-        MPIJob returns only ``Worker``: its launcher is a batch Job from ``extra_objects``.
+        MPIJob returns only ``Worker``: its launcher is a batch Job from ``children``.
         """
         specs = job.replica_specs()
         ordered = [rt for rt in self.model.REPLICA_TYPES if rt in specs]
@@ -427,7 +423,8 @@ class FrameworkOf(ABC, Generic[JobT]):
         """Apply the framework's success and failure rule to ``status`` (in place); the one
         hook without a default.
 
-        Called after the base has counted replica statuses and handled restarts, and after
+        Called after the base has counted replica statuses and handled restarts, after
+        ``children`` (a deciding child Job's rule has run: core/followjob.py) and
         ``extra_objects``; returns the events to record.
         """
 
@@ -445,9 +442,9 @@ class FrameworkOf(ABC, Generic[JobT]):
     def extra_objects(
         self, job: JobT, observed: Observed, status: JobStatus, *, now: dt.datetime
     ) -> ExtraObjects:
-        """Actions on owned objects that ``children`` cannot declare, and what the framework's
-        objects say about the job's status (MPI: the launcher Job's verdict; ``status`` is the
-        planner's: read it, and return a changed copy in :attr:`ExtraObjects.status`).
+        """Actions on owned objects that ``children`` cannot declare, and events about them
+        (``status`` is the planner's, to read; the status rule is ``update_status``'s, or a
+        deciding child Job's).
 
         Called on every reconcile of a valid job: live, suspended (``status`` has
         Suspended=True: remove an HPA, suspend a launcher Job) or finished (Succeeded or
