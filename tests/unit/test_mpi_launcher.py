@@ -7,13 +7,14 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from test_mpi_plan import Cluster, mpijob
 
 from jobcontroller import PlanConfig
 from mpi_operator.api import MPIJob, default_mpijob
 from mpi_operator.launcher import (
     configure_worker,
     launcher_env,
-    launcher_job,
+    launcher_template,
 )
 
 NOW = dt.datetime(2024, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
@@ -83,6 +84,13 @@ def test_a_working_launcher_keeps_its_gpus() -> None:
     assert "NVIDIA_VISIBLE_DEVICES" not in names(launcher_env(job(runLauncherAsWorker=True)))
 
 
+def launcher_job(**spec: Any) -> dict[str, Any]:
+    """The launcher Job as the operator creates it."""
+    cluster = Cluster(mpijob(**spec))
+    cluster.settle()
+    return cluster.get("Job", "pi-launcher")
+
+
 def test_launcher_job_carries_the_run_policy() -> None:
     run_policy = {
         "backoffLimit": 2,
@@ -90,8 +98,9 @@ def test_launcher_job_carries_the_run_policy() -> None:
         "ttlSecondsAfterFinished": 60,
         "suspend": True,
     }
-    body = launcher_job(job(runPolicy=run_policy), config=PlanConfig()).body
-    assert body["metadata"]["name"] == "pi-launcher"
+    body = launcher_job(runPolicy=run_policy)
+    assert body["metadata"]["labels"] == {"app": "pi", "training.kubeflow.org/job-name": "pi"}
+    assert "annotations" not in body["metadata"]
     spec = body["spec"]
     assert {k: v for k, v in spec.items() if k != "template"} == {
         "backoffLimit": 2,
@@ -103,15 +112,16 @@ def test_launcher_job_carries_the_run_policy() -> None:
 
 
 def test_launcher_job_without_run_policy_leaves_kubernetes_defaults() -> None:
-    spec = launcher_job(job(), config=PlanConfig()).body["spec"]
-    assert set(spec) == {"podReplacementPolicy", "template"}
+    spec = launcher_job()["spec"]
+    assert set(spec) == {"podReplacementPolicy", "suspend", "template"}
+    assert spec["suspend"] is False
 
 
 def test_launcher_template_wiring() -> None:
-    built = launcher_job(
+    built = launcher_template(
         job({"restartPolicy": "Never"}, runLauncherAsWorker=True), config=PlanConfig()
     )
-    template = built.body["spec"]["template"]
+    template = built.body
     assert not built.template_restart_policy
     assert template["metadata"]["labels"] == {
         "training.kubeflow.org/operator-name": "mpi-operator",
@@ -133,16 +143,16 @@ def test_launcher_template_wiring() -> None:
 def test_template_restart_policy_is_overridden_and_reported() -> None:
     mpi = job()
     mpi.spec.mpi_replica_specs["Launcher"].template["spec"]["restartPolicy"] = "Always"
-    built = launcher_job(mpi, config=PlanConfig())
+    built = launcher_template(mpi, config=PlanConfig())
     assert built.template_restart_policy
-    assert built.body["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+    assert built.body["spec"]["restartPolicy"] == "OnFailure"
 
 
 def test_host_network_launcher_keeps_cluster_dns_and_joins_the_gang() -> None:
     mpi = job()
     mpi.spec.mpi_replica_specs["Launcher"].template["spec"]["hostNetwork"] = True
     config = PlanConfig(gang_scheduler_name="volcano", pod_group_available=True)
-    template = launcher_job(mpi, config=config).body["spec"]["template"]
+    template = launcher_template(mpi, config=config).body
     assert template["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert template["spec"]["schedulerName"] == "volcano"
     assert template["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "pi"

@@ -73,10 +73,10 @@ from mpi_operator.hostfile import (
     config_map_name,
     job_service,
     launcher_name,
+    object_metadata,
 )
 from mpi_operator.launcher import (
     configure_worker,
-    launcher_job,
     launcher_template,
 )
 from mpi_operator.metrics import MPIOperatorMetrics
@@ -232,21 +232,25 @@ class MPIJobController(JobController[MPIJob]):
             hosts = config_map(
                 job, running_workers=running, cluster_domain=self.config.cluster_domain
             )
+            service_drift = ("spec.selector", "spec.publishNotReadyAddresses")
             wanted += [
-                _child(job_service(job), drift=("spec.selector", "spec.publishNotReadyAddresses")),
-                _child(hosts, drift=("data",)),
-                _child(ssh_secret(job), drift=(), valid=has_key_pair),
+                _child(job.name, job_service(job), drift=service_drift),
+                _child(config_map_name(job), hosts, drift=("data",)),
+                _child(secret_name(job), ssh_secret(job), drift=(), valid=has_key_pair),
             ]
-        body = launcher_job(job, config=self.config).body
+        # A replacement pod starts only once the failed one is gone: two launchers would run
+        # two mpiruns against the same workers.
+        template = launcher_template(job, config=self.config).body
         child = batch_job_child(
             job,
             observed,
             status,
             name=launcher_name(job),
-            spec=body["spec"],
-            metadata=body["metadata"],
+            spec={"podReplacementPolicy": "Failed", "template": template},
+            metadata=object_metadata(job),
             rtype=MPIReplicaType.LAUNCHER,
             decides=True,
+            carries_run_policy=True,
             create=self._may_create_launcher(job, observed, workers),
             hold=not _may_run(job, workers),
         )
@@ -333,13 +337,13 @@ class MPIJobController(JobController[MPIJob]):
 
 
 def _child(
-    body: Obj, *, drift: tuple[str, ...], valid: Callable[[Obj], bool] | None = None
+    name: str, body: Obj, *, drift: tuple[str, ...], valid: Callable[[Obj], bool] | None = None
 ) -> Child:
     """One of MPI's objects as a child: its own labels only, conflicts on the Created
     condition, a key-less Secret replaced (the create gets a fresh pair)."""
     return Child(
         kind=body["kind"],
-        name=body["metadata"]["name"],
+        name=name,
         body=body,
         drift=drift,
         prune=True,

@@ -1,20 +1,17 @@
-"""The pods of an MPIJob: the launcher as a batch/v1 Job, the wiring of each worker pod, and
-how the launcher Job's status becomes the MPIJob's.
+"""The pods of an MPIJob: the launcher's pod template and the wiring of each worker pod.
 
 The launcher runs ``mpirun``, which reaches the workers over SSH using the hostfile mounted at
 ``/etc/mpi``; the implementation-specific environment tells each MPI where that file is and
-how many slots a host has. Retries, the deadline and the TTL are the launcher Job's: the
-operator passes runPolicy through, the Kubernetes Job controller enforces it, and the MPIJob
-succeeds or fails when the launcher Job does, with its reason.
+how many slots a host has. The launcher is a batch/v1 Job, the base's child Job (see the
+controller): it carries runPolicy (retries, the deadline, the TTL), the Kubernetes Job
+controller enforces it, and the MPIJob succeeds or fails when the launcher Job does.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from jobcontroller import (
-    GANG_GENERATION_ANNOTATION,
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
     OPERATOR_NAME_LABEL,
@@ -23,9 +20,6 @@ from jobcontroller import (
     Obj,
     PlanConfig,
     build_template,
-    gang_generation,
-    owner_reference,
-    restart_all,
 )
 from jobcontroller.api import RestartPolicy
 from mpi_operator.api import MPIImplementation, MPIJob, MPIReplicaType
@@ -37,7 +31,6 @@ from mpi_operator.hostfile import (
     config_map_name,
     dns_search_domain,
     launcher_name,
-    object_labels,
     worker_name,
 )
 from mpi_operator.ssh import mount_ssh_auth
@@ -51,7 +44,6 @@ __all__ = [
     "BuiltLauncher",
     "configure_worker",
     "launcher_env",
-    "launcher_job",
     "launcher_template",
 ]
 
@@ -64,6 +56,25 @@ SSHD_COMMAND = ("/usr/sbin/sshd", "-De")
 _HOSTFILE_PATH = f"{CONFIG_MOUNT_PATH}/{HOSTFILE_KEY}"
 _SSH_RETRIES = "-o ConnectionAttempts=10"  # workers' sshd may start after the launcher
 _READ_ONLY, _EXECUTABLE = 0o444, 0o555
+_SLOTS = "{slots}"  # slotsPerWorker, filled in by launcher_env
+#: Where each MPI finds the hostfile, how it retries ssh, and its slots per host.
+_IMPLEMENTATION_ENV: dict[str, tuple[tuple[str, str], ...]] = {
+    MPIImplementation.OPEN_MPI: (
+        ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+        ("OMPI_MCA_orte_default_hostfile", _HOSTFILE_PATH),
+        ("OMPI_MCA_plm_rsh_args", _SSH_RETRIES),
+        ("OMPI_MCA_orte_set_default_slots", _SLOTS),
+    ),
+    MPIImplementation.INTEL: (
+        ("I_MPI_HYDRA_HOST_FILE", _HOSTFILE_PATH),
+        ("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", _SSH_RETRIES),
+        ("I_MPI_PERHOST", _SLOTS),
+    ),
+    MPIImplementation.MPICH: (
+        ("HYDRA_HOST_FILE", _HOSTFILE_PATH),
+        ("HYDRA_LAUNCH_EXTRA_ARGS", _SSH_RETRIES),
+    ),
+}
 
 
 def _env(name: str, value: str) -> dict[str, str]:
@@ -73,30 +84,12 @@ def _env(name: str, value: str) -> dict[str, str]:
 def launcher_env(job: MPIJob) -> list[dict[str, str]]:
     """The launcher's environment, appended to its first container's (in this order)."""
     slots = str(job.spec.slots_per_worker if job.spec.slots_per_worker is not None else 1)
-    env = [_env(JOB_ROLE_ENV, LAUNCHER_ROLE)]
     implementation = job.spec.mpi_implementation or MPIImplementation.OPEN_MPI
-    if implementation == MPIImplementation.OPEN_MPI:
-        env += [
-            _env("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
-            _env("OMPI_MCA_orte_default_hostfile", _HOSTFILE_PATH),
-            _env("OMPI_MCA_plm_rsh_args", _SSH_RETRIES),
-            _env("OMPI_MCA_orte_set_default_slots", slots),
-        ]
-    elif implementation == MPIImplementation.INTEL:
-        env += [
-            _env("I_MPI_HYDRA_HOST_FILE", _HOSTFILE_PATH),
-            _env("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", _SSH_RETRIES),
-            _env("I_MPI_PERHOST", slots),
-        ]
-    else:
-        env += [
-            _env("HYDRA_HOST_FILE", _HOSTFILE_PATH),
-            _env("HYDRA_LAUNCH_EXTRA_ARGS", _SSH_RETRIES),
-        ]
+    env = [(JOB_ROLE_ENV, LAUNCHER_ROLE), *_IMPLEMENTATION_ENV[implementation]]
     if not job.spec.run_launcher_as_worker:
         # A launcher that does no work must not grab GPUs a container runtime exposes anyway.
-        env += [_env("NVIDIA_VISIBLE_DEVICES", ""), _env("NVIDIA_DRIVER_CAPABILITIES", "")]
-    return env
+        env += [("NVIDIA_VISIBLE_DEVICES", ""), ("NVIDIA_DRIVER_CAPABILITIES", "")]
+    return [_env(name, value.format(slots=slots)) for name, value in env]
 
 
 def _pod_restart_policy(policy: RestartPolicy | None) -> str:
@@ -166,43 +159,6 @@ def launcher_template(job: MPIJob, *, config: PlanConfig) -> BuiltLauncher:
         flavor=GangFlavor.mpi_operator(),
     )
     return BuiltLauncher(body=built.template, template_restart_policy=built.template_restart_policy)
-
-
-def launcher_job(job: MPIJob, *, config: PlanConfig) -> BuiltLauncher:
-    """The ``<job>-launcher`` batch/v1 Job, suspended while the MPIJob is."""
-    built = launcher_template(job, config=config)
-    policy = job.spec.run_policy
-    spec: dict[str, Any] = {}
-    if policy.ttl_seconds_after_finished is not None:
-        spec["ttlSecondsAfterFinished"] = policy.ttl_seconds_after_finished
-    if policy.active_deadline_seconds is not None:
-        spec["activeDeadlineSeconds"] = policy.active_deadline_seconds
-    if restart_all(job):
-        # A failed launcher pod fails this Job at once; the operator then restarts the whole
-        # gang, counted against runPolicy.backoffLimit (jobcontroller's core/gang.py).
-        spec["backoffLimit"] = 0
-    elif policy.backoff_limit is not None:
-        spec["backoffLimit"] = policy.backoff_limit
-    # A replacement pod starts only once the failed one is gone: two launchers would run two
-    # mpiruns against the same workers.
-    spec["podReplacementPolicy"] = "Failed"
-    if policy.suspend:
-        spec["suspend"] = True
-    spec["template"] = built.body
-    body: Obj = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": launcher_name(job),
-            "namespace": job.namespace,
-            "labels": object_labels(job),
-            "ownerReferences": [owner_reference(job)],
-        },
-        "spec": spec,
-    }
-    if restart_all(job):
-        body["metadata"]["annotations"] = {GANG_GENERATION_ANNOTATION: str(gang_generation(job))}
-    return BuiltLauncher(body=body, template_restart_policy=built.template_restart_policy)
 
 
 def configure_worker(template: Obj, *, job: MPIJob, index: int, config: PlanConfig) -> None:
