@@ -1,7 +1,7 @@
 """Kubeflow-compatible job controller library.
 
 A framework operator subclasses :class:`JobController` and supplies its hooks (see
-:class:`Framework`); ``run_job_operator`` is its whole ``main``. The status-rule helpers
+:class:`FrameworkOf`); ``run_job_operator`` is its whole ``main``. The status-rule helpers
 (``set_condition``, ``exit_code_of``...) and plan types come from :mod:`jobcontroller.core`.
 Framework packages import only from here, :mod:`jobcontroller.api` and
 :mod:`jobcontroller.testing`.
@@ -45,7 +45,6 @@ from jobcontroller.core import (
     DeleteObject,
     Event,
     ExtraObjects,
-    Framework,
     FrameworkOf,
     GangFlavor,
     JobMetric,
@@ -177,7 +176,6 @@ __all__ = [
     "DeleteObject",
     "Event",
     "ExtraObjects",
-    "Framework",
     "FrameworkOf",
     "GangFlavor",
     "JobController",

@@ -219,7 +219,7 @@ class LifecycleWords:
 
     The training-operator's words by default (:meth:`training_operator`); a framework whose
     anchor words them differently (mpi-operator) returns its own from
-    :meth:`Framework.lifecycle_words`.
+    :meth:`FrameworkOf.lifecycle_words`.
     """
 
     created: str
@@ -451,23 +451,3 @@ class FrameworkOf(ABC, Generic[JobT]):
         Failed: clean up what cleanPodPolicy says).
         """
         return ExtraObjects()
-
-
-#: Any framework, as the planner sees it: it plans jobs of every kind, so the job model is
-#: not known to it (each call passes a framework the job it parsed with that framework).
-Framework = FrameworkOf[Any]
-
-
-def gang_flavor(fw: Framework, job: JobModel[Any]) -> GangFlavor:
-    """``fw.gang_flavor(job)`` (the planner's call sites)."""
-    return fw.gang_flavor(job)
-
-
-def index_offset(fw: Framework, job: JobModel[Any], rtype: str) -> int:
-    """``fw.replica_index_offset(job, rtype)`` (the planner's call sites)."""
-    return fw.replica_index_offset(job, rtype)
-
-
-def run_policy_delegated(fw: Framework, job: JobModel[Any]) -> bool:
-    """``fw.delegates_run_policy(job)`` (the planner's call sites)."""
-    return fw.delegates_run_policy(job)
