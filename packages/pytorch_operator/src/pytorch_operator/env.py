@@ -22,9 +22,6 @@ of each name (the API server warns about duplicates).
 
 from __future__ import annotations
 
-from typing import Any
-
-from jobcontroller import set_env
 from jobcontroller.api import replica_port
 from pytorch_operator.api import (
     PYTORCH_PORT,
@@ -35,7 +32,6 @@ from pytorch_operator.api import (
 
 __all__ = [
     "DEFAULT_RDZV_BACKEND",
-    "add_env",
     "master_address",
     "nproc_per_node_int",
     "pod_env",
@@ -146,9 +142,3 @@ def pod_env(job: PyTorchJob, *, rtype: str, index: int) -> list[tuple[str, str]]
     else:
         env.append(("PET_NNODES", str(total_replicas(job))))
     return env
-
-
-def add_env(template: dict[str, Any], env: list[tuple[str, str]]) -> None:
-    """Give every container of a pod template ``env``, after its own variables; where the
-    container defines one of these names itself, the operator's value replaces it."""
-    set_env(template, env, override=True)
