@@ -162,14 +162,14 @@ class MPIJobController(JobController[MPIJob]):
     @override
     def gang_objects(self, job: MPIJob, observed: Observed) -> list[tuple[str, Obj]]:
         """A whole-gang restart deletes the launcher Job (its pods go with it) too."""
-        launcher = _owned(observed, JOB, launcher_name(job))
+        launcher = observed.owned_named(JOB, launcher_name(job))
         return [(JOB, launcher)] if launcher is not None else []
 
     @override
     def gang_pods(self, job: MPIJob, observed: Observed) -> list[tuple[str, Obj]]:
         """The launcher's pods: under restartScope All its Job never retries them itself
         (backoffLimit 0), their failure restarts the gang by the Launcher's restartPolicy."""
-        launcher = _owned(observed, JOB, launcher_name(job))
+        launcher = observed.owned_named(JOB, launcher_name(job))
         if launcher is None:
             return []
         uid = str(launcher.get("metadata", {}).get("uid", ""))
@@ -224,7 +224,7 @@ class MPIJobController(JobController[MPIJob]):
         runs and its launcher has not finished (then they are left as they are); and the
         launcher Job, suspended and resumed with the job, stopped at clean-up, whose end is the
         job's (the base's rule: core/followjob.py)."""
-        launcher = _owned(observed, JOB, launcher_name(job))
+        launcher = observed.owned_named(JOB, launcher_name(job))
         workers = self._workers(job, observed)
         wanted: list[Child] = []
         if not is_finished(status) and not (launcher is not None and batch_job_done(launcher)):
@@ -269,7 +269,7 @@ class MPIJobController(JobController[MPIJob]):
         suspended, except under WaitForWorkersReady where it waits for workers that a suspended
         job does not have (mpi-operator #615)."""
         mounts = ((CONFIG_MAP, config_map_name(job)), (SECRET, secret_name(job)))
-        if any(_owned(observed, kind, name) is None for kind, name in mounts):
+        if any(observed.owned_named(kind, name) is None for kind, name in mounts):
             return False
         if job.spec.run_policy.suspend:
             return not _waits_for_workers(job)
@@ -281,7 +281,7 @@ class MPIJobController(JobController[MPIJob]):
     ) -> ExtraObjects:
         """mpi-operator's warning when it creates the launcher from a template that sets its
         own restartPolicy (the replica's wins)."""
-        if is_finished(status) or _owned(observed, JOB, launcher_name(job)) is not None:
+        if is_finished(status) or observed.owned_named(JOB, launcher_name(job)) is not None:
             return ExtraObjects()
         workers = self._workers(job, observed)
         if not self._may_create_launcher(job, observed, workers):
@@ -323,7 +323,8 @@ class MPIJobController(JobController[MPIJob]):
             return [Event("Warning", REASON_EVICTED, message)]
         launcher = status.replica_statuses.get(MPIReplicaType.LAUNCHER)
         running = sum(1 for pod in workers if phase(pod) == "Running" and not is_terminating(pod))
-        if launcher is not None and launcher.active >= 1 and running == _worker_replicas(job):
+        wanted = slots.replicas if slots is not None else 0
+        if launcher is not None and launcher.active >= 1 and running == wanted:
             message = f"MPIJob {job.key} is running."
             reason = new_reason(MPIJob.KIND, REASON_RUNNING)
             if set_condition(
@@ -354,17 +355,8 @@ def _child(
     )
 
 
-def _worker_replicas(job: MPIJob) -> int:
-    worker = job.spec.mpi_replica_specs.get(MPIReplicaType.WORKER)
-    return (worker.replicas or 0) if worker is not None else 0
-
-
 def _name(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("name") or "")
-
-
-def _owned(observed: Observed, kind: str, name: str) -> Obj | None:
-    return next((o for o in observed.owned.get(kind, ()) if _name(o) == name), None)
 
 
 def _waits_for_workers(job: MPIJob) -> bool:

@@ -48,11 +48,6 @@ def batch_job_done(obj: Obj) -> bool:
     return any(batch_job_condition(obj, t) is not None for t in ("Complete", "Failed"))
 
 
-def _owned(observed: Observed, name: str) -> Obj | None:
-    jobs = observed.owned.get(JOB, ())
-    return next((o for o in jobs if (o.get("metadata") or {}).get("name") == name), None)
-
-
 #: What a queueing system (Kueue) may change on a suspended Job's pod template before it
 #: starts (KEP-2926), brought up to date when the Job is resumed; Kubernetes accepts these
 #: only until the Job has started. Maps under ``_PRUNED`` lose the keys no longer wanted.
@@ -88,7 +83,7 @@ def batch_job_child(
     ``decides``: the job's state follows this Job (core/followjob.py; ``rtype`` required);
     ``carries_run_policy``: the Job enforces the job's runPolicy (:func:`run_policy_fields`;
     the framework's ``delegates_run_policy`` says so too)."""
-    current = _owned(observed, name)
+    current = observed.owned_named(JOB, name)
     finished = is_finished(status)
     done = current is not None and batch_job_done(current)
     stop = (
@@ -157,7 +152,7 @@ def child_replica_statuses(
     for child in children:
         if child.replica_type is None or child.kind != JOB or child.decides:
             continue
-        current = _owned(observed, child.name)
+        current = observed.owned_named(JOB, child.name)
         if current is None:
             continue
         counts = current.get("status") or {}

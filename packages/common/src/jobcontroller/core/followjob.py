@@ -59,7 +59,7 @@ def follow_batch_jobs(
     for child in children:
         if not child.decides or child.kind != JOB or child.replica_type is None:
             continue
-        current = next((o for o in observed.owned.get(JOB, ()) if _name(o) == child.name), None)
+        current = observed.owned_named(JOB, child.name)
         if current is None:
             continue
         if batch_job_done(current):
@@ -127,7 +127,3 @@ def _failure(job: JobModel[Any], condition: Obj, pods: Sequence[Obj]) -> tuple[s
     if len(message) > _MESSAGE_LIMIT:
         message = message[: _MESSAGE_LIMIT - 3] + "..."
     return reason, message
-
-
-def _name(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("name") or "")

@@ -199,6 +199,13 @@ class Observed:
     ``QUARANTINE_CRASHES`` on, an unfinished job is failed with reason OperatorCrashed
     instead of being planned."""
 
+    def owned_named(self, kind: str, name: str) -> Obj | None:
+        """The job's own object of ``kind`` (one of ``owned``'s) named ``name``, if cached."""
+        return next(
+            (o for o in self.owned.get(kind, ()) if (o.get("metadata") or {}).get("name") == name),
+            None,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Plan:
