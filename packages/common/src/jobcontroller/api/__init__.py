@@ -42,7 +42,12 @@ from jobcontroller.api.crd import (
     cel_root_rules,
     crd_to_yaml,
 )
-from jobcontroller.api.defaults import canonical_replica_types, default_job, set_default_port
+from jobcontroller.api.defaults import (
+    canonical_replica_types,
+    default_job,
+    replica_port,
+    set_default_port,
+)
 from jobcontroller.api.podschema import load_pod_template_schema, openapi_schema
 from jobcontroller.api.rules import ReplicaRules
 from jobcontroller.api.validation import MANAGED_BY_VALUES, job_errors
@@ -86,5 +91,6 @@ __all__ = [
     "job_errors",
     "load_pod_template_schema",
     "openapi_schema",
+    "replica_port",
     "set_default_port",
 ]
