@@ -23,7 +23,6 @@ __all__ = [
     "MAX_DNS_LABEL_LENGTH",
     "container_errors",
     "dns1035_label_errors",
-    "duplicate_replica_type_errors",
     "job_errors",
     "managed_by_errors",
     "managed_by_update_errors",
@@ -83,21 +82,6 @@ def pod_name_length_errors(
                 f"{MAX_DNS_LABEL_LENGTH} characters; shorten the job name to at most "
                 f"{MAX_DNS_LABEL_LENGTH - (len(longest) - len(job_name))} characters"
             )
-    return errors
-
-
-def duplicate_replica_type_errors(*, replica_specs: Iterable[str], path: str) -> list[str]:
-    """Keys that differ only in case would be defaulted onto each other: reject them."""
-    seen: dict[str, str] = {}
-    errors: list[str] = []
-    for rtype in replica_specs:
-        folded = rtype.lower()
-        if folded in seen:
-            errors.append(
-                f"{path}: replica types {seen[folded]!r} and {rtype!r} differ only in case"
-            )
-        else:
-            seen[folded] = rtype
     return errors
 
 
