@@ -19,7 +19,6 @@ from jobcontroller.api import (
     MANAGED_BY_VALUES,
     MAX_PROCESSES_PER_POD,
     MAX_REPLICAS,
-    CleanPodPolicy,
     JobModel,
     JobSpec,
     KnownTypes,
@@ -31,9 +30,8 @@ from jobcontroller.api import (
     RestartPolicy,
     ScaleSubresource,
     build_crd,
-    canonical_replica_types,
+    default_job,
     job_errors,
-    set_default_port,
 )
 
 __all__ = [
@@ -257,26 +255,13 @@ class PyTorchJob(JobModel[PyTorchJobSpec]):
 
 def default_pytorchjob(job: PyTorchJob) -> PyTorchJob:
     """The anchor's SetDefaults_PyTorchJob, as a pure function returning a new object."""
-    job = job.model_copy(deep=True)
-    spec = job.spec
-    if spec.run_policy.clean_pod_policy is None:
-        spec.run_policy.clean_pod_policy = CleanPodPolicy.NONE
-    if spec.run_policy.suspend is None:
-        spec.run_policy.suspend = False
-    spec.pytorch_replica_specs = canonical_replica_types(
-        spec.pytorch_replica_specs, known=PyTorchJob.REPLICA_TYPES
+    job = default_job(
+        job,
+        restart_policy=RestartPolicy.ON_FAILURE,
+        port_name=PYTORCH_PORT_NAME,
+        port=PYTORCH_PORT,
     )
-    for replica in spec.pytorch_replica_specs.values():
-        if replica.replicas is None:
-            replica.replicas = 1
-        if replica.restart_policy is None:
-            replica.restart_policy = RestartPolicy.ON_FAILURE
-        set_default_port(
-            replica.template,
-            container_name=PYTORCH_CONTAINER_NAME,
-            port_name=PYTORCH_PORT_NAME,
-            port=PYTORCH_PORT,
-        )
+    spec = job.spec
     elastic = spec.elastic_policy
     if elastic is not None:
         if elastic.min_replicas is None and elastic.max_replicas is not None:

@@ -20,7 +20,6 @@ from jobcontroller.api import (
     MANAGED_BY_VALUES,
     AtLeastOne,
     AtMostOne,
-    CleanPodPolicy,
     DistinctCase,
     JobModel,
     JobSpec,
@@ -30,10 +29,9 @@ from jobcontroller.api import (
     ReplicaSpec,
     RestartPolicy,
     build_crd,
-    canonical_replica_types,
+    default_job,
     job_errors,
     replica_rule_errors,
-    set_default_port,
 )
 
 __all__ = [
@@ -142,25 +140,9 @@ class TFJob(JobModel[TFJobSpec]):
 
 def default_tfjob(job: TFJob) -> TFJob:
     """The anchor's SetDefaults_TFJob, as a pure function returning a new object."""
-    job = job.model_copy(deep=True)
-    spec = job.spec
-    if spec.run_policy.clean_pod_policy is None:
-        spec.run_policy.clean_pod_policy = CleanPodPolicy.NONE
-    if spec.run_policy.suspend is None:
-        spec.run_policy.suspend = False
-    if spec.success_policy is None:
-        spec.success_policy = SuccessPolicy.DEFAULT
-    spec.tf_replica_specs = canonical_replica_types(
-        spec.tf_replica_specs, known=TFJob.REPLICA_TYPES
-    )
-    for replica in spec.tf_replica_specs.values():
-        if replica.replicas is None:
-            replica.replicas = 1
-        if replica.restart_policy is None:
-            replica.restart_policy = RestartPolicy.NEVER
-        set_default_port(
-            replica.template, container_name=TF_CONTAINER_NAME, port_name=TF_PORT_NAME, port=TF_PORT
-        )
+    job = default_job(job, restart_policy=RestartPolicy.NEVER, port_name=TF_PORT_NAME, port=TF_PORT)
+    if job.spec.success_policy is None:
+        job.spec.success_policy = SuccessPolicy.DEFAULT
     return job
 
 
