@@ -17,10 +17,12 @@ import copy
 import itertools
 import random
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import pytest_asyncio
+import yaml
 
 from jax_operator.api import JAXJob
 from jobcontroller.api import (
@@ -31,8 +33,8 @@ from jobcontroller.api import (
     build_crd,
     replica_specs_path,
 )
-from jobcontroller.runtime.kube import CRDS, ApiError, KubeApi, Resource
-from jobcontroller.testing.waiting import wait_for
+from jobcontroller.runtime.kube import ApiError, KubeApi, Resource
+from jobcontroller.testing.operator import install_crds
 from mpi_operator.api import MPIJob
 from paddle_operator.api import PaddleJob
 from pytorch_operator.api import PyTorchJob
@@ -135,39 +137,28 @@ def _python_says(model: type[JobModel[Any]], rule: ReplicaRule, raw: dict[str, A
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def own_crds(kube: KubeApi, namespace: str) -> AsyncIterator[None]:
+async def own_crds(kube: KubeApi, namespace: str, tmp_path: Path) -> AsyncIterator[Path]:
     """The six kinds' CRDs, with their rules, under this test's group."""
-    await _install(kube, rules=True)
+    await _install(kube, tmp_path, rules=True)
     for model in KINDS:
         await _refused_eventually(kube, model, namespace)
-    yield
+    yield tmp_path
 
 
-async def _install(kube: KubeApi, *, rules: bool) -> None:
-    """Create or replace the six CRDs and wait until each is Established (a replaced CRD's
-    rules take effect a moment later: see :func:`_refused_eventually`)."""
+async def _install(kube: KubeApi, directory: Path, *, rules: bool) -> None:
+    """Create or replace the six CRDs (a replaced CRD's rules take effect a moment after it
+    is Established: see :func:`_refused_eventually`)."""
+    paths = []
     for model in KINDS:
-        crd = _crd(model, rules=rules)
-        name = crd["metadata"]["name"]
-        try:
-            await kube.create(CRDS, crd)
-        except ApiError as exc:
-            if not exc.is_already_exists:
-                raise
-            current = await kube.get(CRDS, name)
-            crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            await kube.replace(CRDS, crd)
-        await wait_for(kube, CRDS, name, until=_established, timeout=30)
-
-
-def _established(crd: dict[str, Any] | None) -> bool:
-    conditions = ((crd or {}).get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+        path = directory / f"{model.PLURAL}.yaml"
+        path.write_text(yaml.safe_dump(_crd(model, rules=rules)))
+        paths.append(path)
+    await install_crds(kube, paths)
 
 
 @pytest.mark.parametrize("model", KINDS, ids=lambda m: m.KIND)
 async def test_admission_and_python_refuse_the_same_maps_for_the_same_rules(
-    kube: KubeApi, own_crds: None, namespace: str, model: type[JobModel[Any]]
+    kube: KubeApi, own_crds: Path, namespace: str, model: type[JobModel[Any]]
 ) -> None:
     rules = model.REPLICA_RULES
     assert rules is not None
@@ -218,9 +209,9 @@ BY_KIND = {m.KIND: m for m in KINDS}
 
 
 async def test_jobs_stored_before_the_rules_stay_writable_only_for_ratcheted_rules(
-    kube: KubeApi, own_crds: None, namespace: str
+    kube: KubeApi, own_crds: Path, namespace: str
 ) -> None:
-    await _install(kube, rules=False)
+    await _install(kube, own_crds, rules=False)
     stored = []
     try:
         for i, (kind, specs, patch, refusal) in enumerate(STORED):
@@ -230,7 +221,7 @@ async def test_jobs_stored_before_the_rules_stay_writable_only_for_ratcheted_rul
             await _admitted_eventually(kube, _resource(model), raw, namespace)
             stored.append((model, f"s-{i}", patch, refusal))
     finally:
-        await _install(kube, rules=True)
+        await _install(kube, own_crds, rules=True)
     for model in {m for m, *_ in stored}:
         await _refused_eventually(kube, model, namespace)
 
