@@ -54,17 +54,15 @@ __all__ = [
     "runtime_pod_template_schema",
 ]
 
-#: Containers (and init containers) a runtime's pod template may have: far above any real
-#: pod, and a bound the CEL rules iterating them need.
+#: Containers a runtime's pod template may have: far above any real pod, and a bound the CEL
+#: rules looking for a step's container need (as the v1 kinds' pod templates have).
 MAX_CONTAINERS = 64
 
 
 def runtime_pod_template_schema() -> dict[str, Any]:
-    """core/v1 PodTemplateSpec as Kubernetes defines it, its container lists bounded."""
+    """core/v1 PodTemplateSpec as Kubernetes defines it, its containers bounded."""
     schema = load_pod_template_schema()
-    spec = schema["properties"]["spec"]["properties"]
-    for key in ("containers", "initContainers"):
-        spec[key]["maxItems"] = MAX_CONTAINERS
+    schema["properties"]["spec"]["properties"]["containers"]["maxItems"] = MAX_CONTAINERS
     return schema
 
 
