@@ -71,8 +71,8 @@ def _expected_spec(*, node_count: int, suspend: bool = False) -> Obj:
 
 
 def test_num_nodes_from_the_trainjob_container_from_the_runtime() -> None:
-    """ "succeeded to build PodGroup and JobSet with NumNodes from the TrainJob and container
-    from the Runtime." (less its PodGroup: pod group policies are not built here). The
+    """Upstream's "succeeded to build PodGroup and JobSet with NumNodes from the TrainJob and
+    container from the Runtime." (less its PodGroup: pod group policies are not built here). The
     runtime object's own labels do not reach the JobSet; a runtime patch's do."""
     spec = jobset_spec()
     for job, name in ((DATASET, DATASET), (MODEL, MODEL), (NODE, NODE)):
@@ -111,7 +111,7 @@ def test_num_nodes_from_the_trainjob_container_from_the_runtime() -> None:
 
 
 def test_num_nodes_from_the_runtime_container_and_env_from_the_trainjob() -> None:
-    """ "succeeded to build JobSet with NumNodes from the Runtime and container from the
+    """Upstream's "succeeded to build JobSet with NumNodes from the Runtime and container from the
     TrainJob." The TrainJob's env overrides the runtime's by name and adds its own after."""
     spec = set_container(jobset_spec(), NODE, NODE, "test:runtime", ["runtime"], ["runtime"], RES)
     container(spec, NODE, NODE)["env"] = [
@@ -143,8 +143,8 @@ def test_num_nodes_from_the_runtime_container_and_env_from_the_trainjob() -> Non
 
 
 def test_runtime_patches_merge_into_the_pod_templates() -> None:
-    """ "succeeded to build JobSet with TrainJob's RuntimePatches.": two managers' patches,
-    merged strategically into the initializer's and the node's pod specs."""
+    """Upstream's "succeeded to build JobSet with TrainJob's RuntimePatches.": two managers'
+    patches, merged strategically into the initializer's and the node's pod specs."""
     spec = jobset_spec()
     pod_spec(spec, DATASET)["initContainers"] = [
         {
@@ -332,8 +332,9 @@ def test_runtime_patches_merge_into_the_pod_templates() -> None:
 
 
 def test_torch_runtime() -> None:
-    """ "Should succeed to create TrainJob with Torch TrainingRuntime": the TrainJob's env, then
-    torchrun's, and the trainer port on the node container; one process per requested CPU."""
+    """Upstream's "Should succeed to create TrainJob with Torch TrainingRuntime": the TrainJob's
+    env, then torchrun's, and the trainer port on the node container; one process per requested
+    CPU."""
     spec = set_container(jobset_spec(), NODE, NODE, "test:runtime", ["runtime"], ["runtime"], {})
     res = {"cpu": "1", "memory": "4Gi"}
     raw = trainjob(

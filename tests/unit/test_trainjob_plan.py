@@ -77,8 +77,8 @@ def test_an_unsupported_runtime_kind_fails_the_trainjob_once() -> None:
 
 
 def test_a_missing_runtime_is_an_event_not_a_failure() -> None:
-    """Upstream's wording (the error of runtime.NewObjects in the Warning event); no condition,
-    no timer: the runtime's informer plans the TrainJob again when the runtime appears."""
+    """Upstream's wording (the error of runtime.NewObjects in the Warning event); no condition, no
+    timer: the runtime's informer plans the TrainJob again when the runtime appears."""
     plan = plan_trainjob(trainjob(runtime_name="alpha"), observed(runtime=None), now=NOW)
     assert plan.actions == ()
     assert plan.events == (
@@ -258,9 +258,9 @@ def test_suspend_and_resume() -> None:
 
 
 def test_a_suspended_trainjobs_patches_reach_its_jobset() -> None:
-    """ "Should succeeded to update JobSet when TrainJob is suspended": Kueue's node selector,
-    through runtimePatches, while the JobSet is suspended: only the fields the JobSet webhook
-    lets change, under the cached resourceVersion."""
+    """Upstream's "Should succeeded to update JobSet when TrainJob is suspended": Kueue's node
+    selector, through runtimePatches, while the JobSet is suspended: only the fields the JobSet
+    webhook lets change, under the cached resourceVersion."""
     raw = trainjob(suspend=True)
     jobset, snapshot = _existing(raw)
     patched = copy.deepcopy(raw)

@@ -76,7 +76,7 @@ def test_torch_cpu_limit_counts_when_nothing_is_requested() -> None:
 
 
 def test_torch_multi_node_multi_gpu() -> None:
-    """ "multi-node multi-GPU training with complete info"."""
+    """Upstream's "multi-node multi-GPU training with complete info"."""
     trainer = {
         "numNodes": 4,
         "image": "pytorch/pytorch:2.0.0-cuda11.7-cudnn8-runtime",
@@ -95,7 +95,7 @@ def test_torch_reads_the_runtimes_resources_when_the_trainjob_has_none() -> None
 
 
 def test_torch_numnodes_from_the_trainjob_rather_than_the_policy() -> None:
-    """ "trainJob numNodes is respected rather than mlPolicy one"."""
+    """Upstream's "trainJob numNodes is respected rather than mlPolicy one"."""
     rt = runtime(ml_policy={"numNodes": 7, "torch": {}})
     count, env, _ = _node(_enforced(trainjob("trainJob", trainer={"numNodes": 2}), rt))
     assert count == 2
@@ -110,7 +110,7 @@ def test_torch_without_trainer_sets_no_env() -> None:
 
 
 def test_torch_env_injection_reaches_an_init_container() -> None:
-    """ "envInjection with init container"."""
+    """Upstream's "envInjection with init container"."""
     spec = jobset_spec()
     pod_spec(spec, NODE)["initContainers"] = [{"name": "preflight-check"}]
     policy = {
@@ -130,7 +130,7 @@ def test_torch_env_injection_reaches_an_init_container() -> None:
 
 
 def test_torch_env_injection_to_a_missing_container_is_an_error() -> None:
-    """ "envInjection target container does not exist"."""
+    """Upstream's "envInjection target container does not exist"."""
     policy = {
         "numNodes": 1,
         "torch": {"envInjection": {"targets": [{"jobName": NODE, "containerNames": ["nope"]}]}},

@@ -58,10 +58,12 @@ from trainer_operator.status import (
     set_suspended,
     sync_from_jobset,
 )
+from trainer_operator.validate import trainjob_errors
 
 __all__ = [
     "CLUSTER_TRAINING_RUNTIME",
     "MANAGED_BY_SELF",
+    "REASON_DEPRECATED",
     "REASON_NOT_SUPPORTED",
     "REASON_RESOURCES_FAILED",
     "RUNTIME",
@@ -79,6 +81,12 @@ CLUSTER_TRAINING_RUNTIME = "ClusterTrainingRuntime"
 MANAGED_BY_SELF = "trainer.kubeflow.org/trainjob-controller"
 REASON_NOT_SUPPORTED = "TrainingRuntimeNotSupported"
 REASON_RESOURCES_FAILED = "TrainJobResourcesCreationFailed"
+REASON_DEPRECATED = "DeprecatedTrainingRuntime"
+"""Ours: upstream says it as an admission warning, which has no reason."""
+SUPPORT_LABEL = "trainer.kubeflow.org/support"
+DEPRECATION_POLICY_URL = (
+    "https://trainer.kubeflow.org/en/latest/operator-guides/runtime.html#runtime-deprecation-policy"
+)
 RUNTIME = "runtime"
 """The key of :attr:`Observed.extra` holding the TrainJob's runtime (None: not cached)."""
 JOBSET, CONFIGMAP = "JobSet", "ConfigMap"
@@ -160,6 +168,18 @@ def _runtime(raw: Obj, observed: Observed, kind: str, out: _Objects) -> Obj:
         ref_name = str(((raw.get("spec") or {}).get("runtimeRef") or {}).get("name") or "")
         raise ResourcesProblem(_not_found(kind, ref_name))
     out.actions.append(CreateObject(kind=CONFIGMAP, body=snapshot_configmap(raw, runtime)))
+    labels = (runtime.get("metadata") or {}).get("labels") or {}
+    if kind == CLUSTER_TRAINING_RUNTIME and labels.get(SUPPORT_LABEL) == "deprecated":
+        # Upstream's admission warning, told once: when the TrainJob takes its snapshot.
+        out.events.append(
+            Event(
+                "Warning",
+                REASON_DEPRECATED,
+                f'Referenced ClusterTrainingRuntime "{runtime["metadata"].get("name", "")}" is '
+                "deprecated and will be removed in a future release of Kubeflow Trainer. See "
+                f"runtime deprecation policy: {DEPRECATION_POLICY_URL}",
+            )
+        )
     return runtime
 
 
@@ -229,6 +249,9 @@ def _objects(raw: Obj, observed: Observed, kind: str) -> _Objects:
         return out
     try:
         info = new_info(raw, runtime.get("spec") or {})
+        errors = trainjob_errors(info, raw)
+        if errors:
+            raise ResourcesProblem("; ".join(errors))
         enforce_ml_policy(info, raw)
         desired = build_jobset(info, raw)
     except RuntimeProblem as exc:
