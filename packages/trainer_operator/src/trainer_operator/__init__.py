@@ -1,9 +1,9 @@
-"""trainer_operator: Kubeflow Trainer v2's API, ``trainer.kubeflow.org/v1alpha1``.
+"""trainer_operator: Kubeflow Trainer v2, ``trainer.kubeflow.org/v1alpha1``.
 
 TrainJob (api.py), TrainingRuntime and ClusterTrainingRuntime (runtime.py), the JobSet
 ``jobset.x-k8s.io/v1alpha2`` types a runtime's template holds and the controller creates
-(jobset.py), and their CRDs (crd.py). The TrainJob controller is to come, as controller.py on the
-base library's JobController, like the v1 frameworks'.
+(jobset.py), and their CRDs (crd.py); the TrainJob controller (controller.py, on the base
+library's Reconciler) and its pure planner (planner.py and the modules it uses).
 """
 
 from trainer_operator.api import (
