@@ -82,7 +82,7 @@ def _trainjob(name: str) -> Obj:
 
 
 def _plans_per_second(nodes: int) -> tuple[float, float]:
-    runtime = _doc(ROOT / "manifests" / "base" / "runtimes" / "torch_distributed.yaml")
+    runtime = _doc(ROOT / "manifests" / "runtimes" / "torch_distributed.yaml")
     raw = _trainjob("bench")
     raw["metadata"].update(
         {"namespace": "default", "uid": "u", "creationTimestamp": "2026-01-01T00:00:00Z"}
@@ -111,7 +111,7 @@ async def _batch(cp: ControlPlane, count: int) -> None:
         await install_crds(
             kube, sorted((ROOT / "manifests" / "base" / "crds").glob("trainer*.yaml"))
         )
-        runtime = _doc(ROOT / "manifests" / "base" / "runtimes" / "torch_distributed.yaml")
+        runtime = _doc(ROOT / "manifests" / "runtimes" / "torch_distributed.yaml")
         await kube.create(RUNTIMES, runtime)
         await kube.create(NAMESPACES, {"metadata": {"name": "bench"}})
         async with running(str(cp.kubeconfig), TrainJobController(), workers=4) as op:

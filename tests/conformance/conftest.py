@@ -29,6 +29,7 @@ from jobcontroller.testing.controlplane import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAY = ROOT / "manifests" / "overlays" / "local-real-node"
+RUNTIMES = OVERLAY.parents[1] / "runtimes"
 TRAINER_CRDS = [
     f"crd/{plural}.trainer.kubeflow.org"
     for plural in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
@@ -123,11 +124,11 @@ def control_plane(real_cluster: RealCluster) -> ControlPlane:
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def operators(real_cluster: RealCluster, kube: KubeApi) -> RealCluster:
     """The operator(s), deployed from the overlay and Available (their probes passing)."""
-    # As the README installs: the first apply creates the CRDs; the install's
-    # ClusterTrainingRuntimes are taken by a second one, once their CRD is established.
-    real_cluster.kubectl("apply", "--server-side", "-k", str(OVERLAY), check=False)
-    real_cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", *TRAINER_CRDS)
+    # As the README installs: the operator (its apply must succeed on a new cluster), then
+    # Kubeflow Trainer's runtimes once their CRD is established.
     real_cluster.kubectl("apply", "--server-side", "-k", str(OVERLAY))
+    real_cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", *TRAINER_CRDS)
+    real_cluster.kubectl("apply", "--server-side", "-k", str(RUNTIMES))
     for name in OPERATORS:
         result = await asyncio.to_thread(
             real_cluster.kubectl,

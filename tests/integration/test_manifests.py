@@ -41,6 +41,7 @@ INSTALLS = (
     "overlays/all-in-one",
     "overlays/per-framework",
     "overlays/per-framework-namespaced",
+    "runtimes",
 )
 #: Each flavour's cluster-wide and namespaced install.
 ALL_IN_ONE = ("base", "overlays/namespaced")
@@ -134,9 +135,9 @@ def test_overlay_passes_a_server_side_dry_run(
     kubeflow_crds: list[str],
     request: pytest.FixtureRequest,
 ) -> None:
-    """Every object is accepted. The ClusterTrainingRuntimes need their CRD established, which
-    a dry run cannot do: the CRDs are installed first (``kubeflow_crds``), as a user's first
-    apply installs them before a second one takes the runtimes (README, "Install")."""
+    """Every object is accepted. The runtimes (manifests/runtimes) need their CRD established,
+    which a dry run cannot do: the CRDs are installed first (``kubeflow_crds``), as the
+    operator's install does before the runtimes' (README, "Install")."""
     if overlay == "overlays/monitoring":
         request.getfixturevalue("prometheus_operator_crds")
     expected = {
@@ -465,12 +466,15 @@ def test_users_bound_to_edit_can_submit_jobs_and_view_can_only_read(
     roles = [
         o
         for o in kubectl.render(MANIFESTS / "base")
-        if o["kind"] == "ClusterRole" and o["metadata"]["name"].startswith("kubeflow-training-")
+        if o["kind"] in ("ClusterRole", "ClusterRoleBinding")
+        and o["metadata"]["name"].startswith(("kubeflow-training-", "kubeflow-trainer-"))
     ]
-    assert sorted(r["metadata"]["name"] for r in roles) == [
-        "kubeflow-training-admin",
-        "kubeflow-training-edit",
-        "kubeflow-training-view",
+    assert sorted((r["kind"], r["metadata"]["name"]) for r in roles) == [
+        ("ClusterRole", "kubeflow-trainer-runtimes-view"),
+        ("ClusterRole", "kubeflow-training-admin"),
+        ("ClusterRole", "kubeflow-training-edit"),
+        ("ClusterRole", "kubeflow-training-view"),
+        ("ClusterRoleBinding", "kubeflow-trainer-runtimes-view"),
     ]
     manifest = yaml.safe_dump_all(roles)
     kubectl("apply", "--server-side", "-f", "-", stdin=manifest)
@@ -484,7 +488,9 @@ def test_users_bound_to_edit_can_submit_jobs_and_view_can_only_read(
             f"--namespace={namespace}",
         )
 
-    def review(user: str, verb: str, resource: str, where: str = namespace) -> Obj:
+    def review(
+        user: str, verb: str, resource: str, where: str = namespace, group: str = "kubeflow.org"
+    ) -> Obj:
         return {
             "apiVersion": "authorization.k8s.io/v1",
             "kind": "SubjectAccessReview",
@@ -494,7 +500,7 @@ def test_users_bound_to_edit_can_submit_jobs_and_view_can_only_read(
                 "resourceAttributes": {
                     "namespace": where,
                     "verb": verb,
-                    "group": "kubeflow.org",
+                    "group": group,
                     "resource": resource,
                 },
             },
@@ -509,6 +515,24 @@ def test_users_bound_to_edit_can_submit_jobs_and_view_can_only_read(
         (review("bob", "create", "tfjobs"), False),
         (review("bob", "delete", "pytorchjobs"), False),
         (review("alice", "create", "tfjobs", where="default"), False),
+        # Kubeflow Trainer v2: TrainJobs as the v1 jobs; the runtimes readable by everyone.
+        (review("alice", "create", "trainjobs", group="trainer.kubeflow.org"), True),
+        (review("alice", "list", "trainingruntimes", group="trainer.kubeflow.org"), True),
+        (review("alice", "create", "trainingruntimes", group="trainer.kubeflow.org"), False),
+        (review("bob", "watch", "trainjobs", group="trainer.kubeflow.org"), True),
+        (review("bob", "delete", "trainjobs", group="trainer.kubeflow.org"), False),
+        (
+            review(
+                "carol", "list", "clustertrainingruntimes", where="", group="trainer.kubeflow.org"
+            ),
+            True,
+        ),
+        (
+            review(
+                "carol", "create", "clustertrainingruntimes", where="", group="trainer.kubeflow.org"
+            ),
+            False,
+        ),
     ]
     try:
         # The controller-manager aggregates the rules into edit and view in a moment.

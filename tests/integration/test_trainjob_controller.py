@@ -4,7 +4,7 @@ JobSet from its runtime, JobSet's controller runs it, and the TrainJob's status 
 user of Kubeflow Trainer v2.3.0 sees it.
 
 The TrainJobs are upstream's examples (examples/yaml) on the runtimes the default install ships
-(manifests/base/runtimes); kwok's pods finish when their templates say so, which the tests say
+(manifests/runtimes); kwok's pods finish when their templates say so, which the tests say
 with a runtime patch (a manager's annotations on the trainer's pod template).
 """
 

@@ -16,7 +16,7 @@ from jobcontroller.runtime.kube import ApiError, KubeApi, Resource
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = ROOT / "tests" / "data" / "trainer-v2.3.0"
-SHIPPED = ROOT / "manifests" / "base" / "runtimes"
+SHIPPED = ROOT / "manifests" / "runtimes"
 
 TRAINJOBS = Resource("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs")
 RUNTIMES = Resource("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", "trainingruntimes")

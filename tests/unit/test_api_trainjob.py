@@ -1,6 +1,6 @@
 """The trainer models read Kubeflow Trainer v2.3.0's own YAML and write it back unchanged.
 
-tests/data/trainer-v2.3.0 holds upstream's examples/yaml and manifests/base/runtimes at the
+tests/data/trainer-v2.3.0 holds upstream's examples/yaml and manifests/runtimes at the
 v2.3.0 tag, as published. The models ignore fields they do not know (as the v1 kinds' do), so
 "written back unchanged" also says that they know every field upstream's objects use.
 """
@@ -24,7 +24,7 @@ from trainer_operator.meta import TrainerObject
 
 ROOT = Path(__file__).parents[2]
 UPSTREAM = ROOT / "tests" / "data" / "trainer-v2.3.0"
-SHIPPED = ROOT / "manifests" / "base" / "runtimes"
+SHIPPED = ROOT / "manifests" / "runtimes"
 KINDS: dict[str, type[TrainerObject]] = {
     k.KIND: k for k in (TrainJob, TrainingRuntime, ClusterTrainingRuntime)
 }
@@ -89,7 +89,7 @@ def test_a_runtime_reads_its_policy_and_jobset_template() -> None:
 
 
 def test_shipped_runtimes_are_upstreams() -> None:
-    """manifests/base/runtimes holds v2.3.0's torch, jax and xgboost runtimes, unchanged."""
+    """manifests/runtimes holds v2.3.0's torch, jax and xgboost runtimes, unchanged."""
     shipped = sorted(p.name for p in SHIPPED.glob("*.yaml") if p.name != "kustomization.yaml")
     assert shipped == ["jax_distributed.yaml", "torch_distributed.yaml", "xgboost_distributed.yaml"]
     for name in shipped:

@@ -265,12 +265,33 @@ def test_every_deployment_runs_the_image_the_base_sets(overlay: tuple[str, list[
         assert images == {"ghcr.io/example/kubeflow-operators-py:0.1.0"}
 
 
-def test_every_install_has_v2_3_0s_torch_jax_and_xgboost_runtimes(
+def test_every_install_has_the_trainer_crds_and_applies_in_one_go(
     overlay: tuple[str, list[Obj]],
 ) -> None:
-    """Kubeflow Trainer's runtimes come with every install, as v2.3.0's overlays/runtimes
-    installs them: its objects, the xgboost image at the release tag, the labels it adds."""
+    """Every install carries Kubeflow Trainer v2's CRDs, and no object of theirs: a
+    ClusterTrainingRuntime in the same apply as its CRD is refused on a new cluster (the CRD is
+    not established yet), so the runtimes are manifests/runtimes, applied after."""
     _, objects = overlay
+    crds = {c["metadata"]["name"] for c in _of_kind(objects, "CustomResourceDefinition")}
+    assert {
+        f"{p}.trainer.kubeflow.org"
+        for p in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
+    } <= crds
+    own = {"TrainJob", "TrainingRuntime", "ClusterTrainingRuntime"}
+    assert not [o["metadata"]["name"] for o in objects if o["kind"] in own]
+
+
+def test_the_runtimes_install_is_v2_3_0s_torch_jax_and_xgboost_runtimes() -> None:
+    """manifests/runtimes installs what v2.3.0's overlays/runtimes installs: its objects, the
+    xgboost image at the release tag, the labels it adds."""
+    kubectl = find_binaries()["kubectl"]
+    rendered = subprocess.run(
+        [str(kubectl), "kustomize", str(ROOT / "manifests" / "runtimes")],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    objects = list(yamlfast.load_all(rendered))
     upstream = {
         doc["metadata"]["name"]: doc
         for path in sorted((ROOT / "tests/data/trainer-v2.3.0/runtimes").glob("*.yaml"))
@@ -278,6 +299,7 @@ def test_every_install_has_v2_3_0s_torch_jax_and_xgboost_runtimes(
     }
     runtimes = {r["metadata"]["name"]: r for r in _of_kind(objects, "ClusterTrainingRuntime")}
     assert sorted(runtimes) == ["jax-distributed", "torch-distributed", "xgboost-distributed"]
+    assert len(objects) == len(runtimes)
     for name, runtime in runtimes.items():
         labels = runtime["metadata"]["labels"]
         assert labels["trainer.kubeflow.org/webhook-validation"] == "disabled"
@@ -291,5 +313,3 @@ def test_every_install_has_v2_3_0s_torch_jax_and_xgboost_runtimes(
             [node] = job["template"]["spec"]["template"]["spec"]["containers"]
             node["image"] = "ghcr.io/kubeflow/trainer/xgboost-runtime:v2.3.0"
         assert runtime["spec"] == expected
-    crds = {c["metadata"]["name"] for c in _of_kind(objects, "CustomResourceDefinition")}
-    assert {f"{p}.trainer.kubeflow.org" for p in ("trainjobs", "clustertrainingruntimes")} <= crds
