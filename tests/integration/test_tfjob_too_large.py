@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tfjobs import TFJOBS, condition, events, pods, replica, services, tfjob, wait_job
+from tfjobs import TFJOBS, condition, events, pods, replica, services, tfjob, wait_event, wait_job
 
 from jobcontroller.core import PlanConfig
 from jobcontroller.runtime.kube import KubeApi
@@ -41,9 +41,12 @@ async def test_a_100000_worker_tfjob_fails_for_its_pod_size_before_any_pod_exist
         assert "its Worker pods would be about " in message
         assert "over the 1,572,864-byte limit" in message
         assert "cluster env lists every replica" in message
+        # Events are sent in the background, after the status: wait for it, then make sure
+        # it is the only one.
+        await wait_event(kube, ns, "TFJobFailedValidation")
+        await asyncio.sleep(2)  # anything still on its way would be here by now
         warnings = await events(kube, ns, reason="TFJobFailedValidation")
         assert [e["type"] for e in warnings] == ["Warning"]
-        await asyncio.sleep(2)  # anything still on its way would be here by now
         assert await pods(kube, ns) == {}
         assert await services(kube, ns) == {}
         print(f"\n100,000-worker TFJob: Failed {seconds:.2f} s after its creation: {message}")
