@@ -12,12 +12,11 @@ written back (``to_dict()``) holds exactly what was read.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, Self
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, JsonValue
-from typing_extensions import override
 
-from jobcontroller.api import INT32_MAX, KubeModel, Time
+from jobcontroller.api import INT32_MAX, ApiObject, KubeModel, Time
 
 __all__ = [
     "ATOMIC",
@@ -135,7 +134,7 @@ class Condition(KubeModel):
     )
 
 
-class TrainerObject(KubeModel):
+class TrainerObject(ApiObject):
     """A whole trainer.kubeflow.org object: type metadata, raw metadata, the kind's fields.
 
     ``metadata`` stays a dict: readers need a few fields and writers must keep the others.
@@ -147,53 +146,3 @@ class TrainerObject(KubeModel):
     PLURAL: ClassVar[str]
     SINGULAR: ClassVar[str]
     SCOPE: ClassVar[Literal["Namespaced", "Cluster"]] = "Namespaced"
-
-    api_version: str = ""
-    kind: str = ""
-    metadata: dict[str, Any] = Field(default_factory=dict)
-
-    @override
-    def model_post_init(self, context: Any, /) -> None:
-        # List items and hand-written dicts may lack apiVersion/kind; the class knows them.
-        if not self.api_version:
-            object.__setattr__(self, "api_version", self.api_version_string())
-        if not self.kind:
-            object.__setattr__(self, "kind", self.KIND)
-
-    @classmethod
-    def api_version_string(cls) -> str:
-        return f"{cls.GROUP}/{cls.VERSION}"
-
-    @classmethod
-    def parse(cls, raw: dict[str, Any]) -> Self:
-        """Build a model from a stored object, ignoring fields the model does not know."""
-        return cls.model_validate(raw)
-
-    @property
-    def name(self) -> str:
-        return str(self.metadata.get("name", ""))
-
-    @property
-    def namespace(self) -> str:
-        return str(self.metadata.get("namespace", ""))
-
-    @property
-    def uid(self) -> str:
-        return str(self.metadata.get("uid", ""))
-
-    @property
-    def key(self) -> str:
-        """``namespace/name`` (just ``name`` for a cluster-scoped object)."""
-        return f"{self.namespace}/{self.name}" if self.namespace else self.name
-
-    @property
-    def generation(self) -> int:
-        return int(self.metadata.get("generation", 0))
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return dict(self.metadata.get("labels") or {})
-
-    @property
-    def annotations(self) -> dict[str, str]:
-        return dict(self.metadata.get("annotations") or {})

@@ -37,6 +37,7 @@ __all__ = [
     "MAX_PROCESSES_PER_POD",
     "MAX_REPLICAS",
     "POD_TEMPLATE_SCHEMA",
+    "ApiObject",
     "CleanPodPolicy",
     "ConditionStatus",
     "JobCondition",
@@ -446,7 +447,80 @@ def _unannotated(tp: Any) -> Any:
 SpecT = TypeVar("SpecT", bound=JobSpec)
 
 
-class JobModel(KubeModel, Generic[SpecT]):
+class ApiObject(KubeModel):
+    """A whole API object: type metadata, the raw ``metadata`` dict (readers need a handful of
+    its fields and writers must keep the others) and read-only accessors for those fields.
+    :class:`JobModel` (the v1 kinds) and Kubeflow Trainer's objects share it."""
+
+    GROUP: ClassVar[str]
+    VERSION: ClassVar[str]
+    KIND: ClassVar[str]
+
+    api_version: str = ""
+    kind: str = ""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @override
+    def model_post_init(self, context: Any, /) -> None:
+        # List items and hand-written dicts may lack apiVersion/kind; the class knows them.
+        if not self.api_version:
+            object.__setattr__(self, "api_version", self.api_version_string())
+        if not self.kind:
+            object.__setattr__(self, "kind", self.KIND)
+
+    @classmethod
+    def api_version_string(cls) -> str:
+        return f"{cls.GROUP}/{cls.VERSION}"
+
+    @classmethod
+    def parse(cls, raw: dict[str, Any]) -> Self:
+        """Build a model from a stored object, ignoring fields the model does not know."""
+        return cls.model_validate(raw)
+
+    @property
+    def name(self) -> str:
+        return str(self.metadata.get("name", ""))
+
+    @property
+    def namespace(self) -> str:
+        return str(self.metadata.get("namespace", ""))
+
+    @property
+    def uid(self) -> str:
+        return str(self.metadata.get("uid", ""))
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``, the work-queue key (just ``name`` for a cluster-scoped one)."""
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @property
+    def generation(self) -> int:
+        return int(self.metadata.get("generation", 0))
+
+    @property
+    def resource_version(self) -> str:
+        return str(self.metadata.get("resourceVersion", ""))
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self.metadata.get("labels") or {})
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return dict(self.metadata.get("annotations") or {})
+
+    @property
+    def deletion_timestamp(self) -> str | None:
+        value = self.metadata.get("deletionTimestamp")
+        return str(value) if value else None
+
+    @property
+    def owner_references(self) -> list[dict[str, Any]]:
+        return list(self.metadata.get("ownerReferences") or [])
+
+
+class JobModel(ApiObject, Generic[SpecT]):
     """A whole job object, uniform across frameworks so the base controller can handle any.
 
     `metadata` stays a raw dict: the controller reads a handful of fields and must preserve the
@@ -476,21 +550,10 @@ class JobModel(KubeModel, Generic[SpecT]):
     # The CRD's scale subresource (``kubectl scale``, an HPA), if the kind has one.
     SCALE: ClassVar[ScaleSubresource | None] = None
 
-    api_version: str = ""
-    kind: str = ""
-    metadata: dict[str, Any] = Field(default_factory=dict)
     spec: SpecT = Field(description="Specification of the desired state of the job.")
     status: JobStatus = Field(
         default_factory=JobStatus, description="Most recently observed status of the job."
     )
-
-    @override
-    def model_post_init(self, context: Any, /) -> None:
-        # List items and hand-written dicts may lack apiVersion/kind; the class knows them.
-        if not self.api_version:
-            object.__setattr__(self, "api_version", self.api_version_string())
-        if not self.kind:
-            object.__setattr__(self, "kind", self.KIND)
 
     @classmethod
     def managed_by_values(cls) -> tuple[str, ...]:
@@ -498,15 +561,6 @@ class JobModel(KubeModel, Generic[SpecT]):
         if cls.MANAGED_BY_VALUES is not None:
             return cls.MANAGED_BY_VALUES
         return (cls.MANAGED_BY_SELF, "kueue.x-k8s.io/multikueue")
-
-    @classmethod
-    def api_version_string(cls) -> str:
-        return f"{cls.GROUP}/{cls.VERSION}"
-
-    @classmethod
-    def parse(cls, raw: dict[str, Any]) -> Self:
-        """Build a model from a stored object, ignoring fields the model does not know."""
-        return cls.model_validate(raw)
 
     def replica_specs(self) -> dict[str, ReplicaSpec]:
         return self.spec.replica_specs()
@@ -516,43 +570,7 @@ class JobModel(KubeModel, Generic[SpecT]):
         return self.spec.run_policy
 
     @property
-    def name(self) -> str:
-        return str(self.metadata.get("name", ""))
-
-    @property
-    def namespace(self) -> str:
-        return str(self.metadata.get("namespace", ""))
-
-    @property
-    def uid(self) -> str:
-        return str(self.metadata.get("uid", ""))
-
-    @property
+    @override
     def key(self) -> str:
-        """`namespace/name`, the work-queue key."""
+        """``namespace/name``, the work-queue key."""
         return f"{self.namespace}/{self.name}"
-
-    @property
-    def generation(self) -> int:
-        return int(self.metadata.get("generation", 0))
-
-    @property
-    def resource_version(self) -> str:
-        return str(self.metadata.get("resourceVersion", ""))
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return dict(self.metadata.get("labels") or {})
-
-    @property
-    def annotations(self) -> dict[str, str]:
-        return dict(self.metadata.get("annotations") or {})
-
-    @property
-    def deletion_timestamp(self) -> str | None:
-        value = self.metadata.get("deletionTimestamp")
-        return str(value) if value else None
-
-    @property
-    def owner_references(self) -> list[dict[str, Any]]:
-        return list(self.metadata.get("ownerReferences") or [])
