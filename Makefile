@@ -108,7 +108,7 @@ test: bootstrap control-plane kueue jobset lint
 
 # The chaos suite alone (make test runs it too): operators killed, the API server restarted and
 # compacted, leaders failed over, faults injected, specs fuzzed; it prints its figures.
-chaos: bootstrap control-plane
+chaos: bootstrap control-plane jobset
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
 	  $(PY) pytest --timeout=900 -s tests/chaos $(PYTEST_ARGS)
 

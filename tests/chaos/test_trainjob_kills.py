@@ -64,8 +64,8 @@ def runtime(node: int) -> Obj:
 
     The TTL outlasts the operator's longest absence here (a kill, the 6 s Lease, a restart):
     a JobSet gone before any operator saw it finish leaves nothing saying the TrainJob ran,
-    and it is run again, as Kubeflow Trainer v2.3.0 would (with a 2 s TTL this test sees
-    a few such TrainJobs per run; docs/trainjob.md)."""
+    and it is run again, as Kubeflow Trainer v2.3.0 would (with a 2 s TTL, one run of this
+    test saw 3 such TrainJobs; docs/trainjob.md)."""
     [torch] = [d for d in yaml.safe_load_all(TORCH.read_text()) if d]
     out = copy.deepcopy(torch)
     out["kind"] = "TrainingRuntime"

@@ -124,7 +124,7 @@ async def test_trainerclient_trains_lists_waits_and_deletes(
     install_runtimes(kubeconfig)
     client_config = KubernetesBackendConfig(namespace=namespace, config_file=kubeconfig)
 
-    def train() -> tuple[list[str], str, Any, list[str]]:
+    def train() -> tuple[list[str], str, Any, list[tuple[str, str, int]]]:
         client = TrainerClient(backend_config=client_config)
         runtimes = {r.name: r for r in client.list_runtimes()}
         torch = runtimes["torch-distributed"]
@@ -138,8 +138,9 @@ async def test_trainerclient_trains_lists_waits_and_deletes(
             ),
             options=[kwok_finishes(0)],
         )
-        done = client.wait_for_job_status(name, timeout=TIMEOUT, polling_interval=1)
-        listed = [j.name for j in client.list_jobs(runtime=torch)]
+        client.wait_for_job_status(name, timeout=TIMEOUT, polling_interval=1)
+        done = client.get_job(name)
+        listed = [(j.name, j.status, len(j.steps)) for j in client.list_jobs(runtime=torch)]
         return sorted(runtimes), name, done, listed
 
     log = tmp_path / "training-operator.log"
@@ -155,7 +156,7 @@ async def test_trainerclient_trains_lists_waits_and_deletes(
         steps = sorted((s.name, s.status) for s in done.steps)
         assert steps == [("node-0", "Succeeded"), ("node-1", "Succeeded")], done.steps
         assert {s.device_count for s in done.steps} == {"1"}  # PET_NPROC_PER_NODE: 1 cpu
-        assert listed == [name]
+        assert listed == [(name, "Complete", 2)]
 
         # What the SDK sent reached the pods through our operator.
         trainjob = await kube.get(TRAINJOBS, name, namespace=namespace)
