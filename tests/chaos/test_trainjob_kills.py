@@ -42,7 +42,7 @@ TRAINJOBS = Resource("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs"
 RUNTIMES = Resource("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", "trainingruntimes")
 TORCH = Path(__file__).resolve().parents[2] / "manifests" / "runtimes" / "torch_distributed.yaml"
 NODES = 4
-TTL = 20
+TTL = 30
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,8 @@ def runtime(node: int) -> Obj:
     not after the Job's six back-offs). On odd nodes the JobSet has a TTL: JobSet's controller
     deletes it :data:`TTL` s after it finishes, and its TrainJob, finished, must not run again.
 
-    The TTL outlasts the operator's longest absence here (a kill, the 6 s Lease, a restart):
+    The TTL outlasts the operator's longest absence here (a kill, the 6 s Lease, a restart: 12 s
+    or so on a loaded machine; kills spaced so that each leader makes a pass in between):
     a JobSet gone before any operator saw it finish leaves nothing saying the TrainJob ran,
     and it is run again, as Kubeflow Trainer v2.3.0 would (with a 2 s TTL, one run of this
     test saw 3 such TrainJobs; docs/trainjob.md)."""
@@ -205,15 +206,24 @@ async def leading(op: OperatorProcess, *, timeout: float = 60.0) -> None:
 
 
 async def kill_repeatedly(
-    op: OperatorProcess, rng: random.Random, kills: int, gap: tuple[float, float]
+    op: OperatorProcess,
+    rng: random.Random,
+    kills: int,
+    first: tuple[float, float],
+    then: tuple[float, float] = (2.0, 4.0),
 ) -> int:
-    """SIGKILL ``op`` ``kills`` times, each ``gap`` seconds after it took the Lease (in its first
-    passes over what happened while no one led); ``supervised`` starts it again a second
-    later, as a Deployment would."""
+    """SIGKILL ``op`` ``kills`` times: the first ``first`` seconds from now (in the burst of
+    work the test just caused), each next one ``then`` seconds after the restarted process
+    took the Lease (in its first passes over what happened while no one led). Each leader
+    thus gets a pass over every TrainJob: kills a fraction of a second apart would add their
+    outages up past any JobSet TTL (see :func:`runtime`). ``supervised`` starts the process
+    again a second after each kill, as a Deployment would."""
+    gap = first
     for _ in range(kills):
         await leading(op)
         await asyncio.sleep(rng.uniform(*gap))
         op.kill()
+        gap = then
     return kills
 
 
@@ -230,7 +240,7 @@ async def test_trainjobs_survive_operator_kills_and_an_api_server_restart(
     async with supervised([op]):
         await op.wait_leading()
         # 1. Submitted at once; the operator killed while it creates their JobSets.
-        killing = asyncio.create_task(kill_repeatedly(op, rng, KILLS_WHILE_CREATING, (0.3, 2.0)))
+        killing = asyncio.create_task(kill_repeatedly(op, rng, KILLS_WHILE_CREATING, (0.3, 1.5)))
         await asyncio.gather(*(kube.create(TRAINJOBS, c.body, namespace=ns) for c in cases))
         kills = await killing
         # 2. The API server restarted while they run.
