@@ -19,7 +19,7 @@ JOBSET ?=
 .PHONY: test-quick help bootstrap control-plane kueue jobset node images conformance demo-real lint format crds pod-schema test test-unit chaos cluster-up cluster-down demo bench clean bench-micro
 
 help:
-	@echo "make demo     run the six operators against a local cluster with the seed and example jobs"
+	@echo "make demo     run the six operators and TrainJob against a local cluster with the seed and example jobs"
 	@echo "REAL=1 make demo (make demo-real)  real PyTorch DDP and MPI jobs on a real node"
 	@echo "make test     lint, type-check and run every test (unit, integration, e2e, chaos)"
 	@echo "make chaos    the chaos suite alone, printing its figures"
@@ -108,7 +108,7 @@ test: bootstrap control-plane kueue jobset lint
 
 # The chaos suite alone (make test runs it too): operators killed, the API server restarted and
 # compacted, leaders failed over, faults injected, specs fuzzed; it prints its figures.
-chaos: bootstrap control-plane
+chaos: bootstrap control-plane jobset
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
 	  $(PY) pytest --timeout=900 -s tests/chaos $(PYTEST_ARGS)
 
@@ -121,9 +121,10 @@ cluster-down: $(UV)
 	@if [ -d .venv ]; then $(PY) python -m jobcontroller.testing down --dir $(CLUSTER_DIR); else echo "no cluster"; fi
 
 REAL ?=
-demo: bootstrap control-plane $(if $(REAL),node jobset)
+demo: bootstrap control-plane jobset $(if $(REAL),node)
 ifeq ($(REAL),)
-	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python hack/demo.py
+	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
+	JOBCONTROLLER_JOBSET_BIN=$$(bash hack/build-jobset.sh | tail -n1) $(PY) python hack/demo.py
 else
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
 	JOBCONTROLLER_NODE_BIN=$$(bash hack/build-node.sh | tail -n1) $(PY) python hack/demo_real.py

@@ -1,16 +1,19 @@
-"""`make demo`: the default install running the seed and example jobs of every framework on a
-local cluster, end to end.
+"""`make demo`: the default install running the seed and example jobs of every framework, and a
+Kubeflow Trainer v2 TrainJob beside them, on a local cluster, end to end.
 
-1. Start the local cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok nodes).
+1. Start the local cluster (etcd, kube-apiserver, controller-manager, scheduler, kwok nodes) with
+   the JobSet controller (v0.12.0), which runs a TrainJob's JobSet.
 2. Install the CRDs, namespace and RBAC of the default install (manifests/base) (the Deployment
-   and Service are left out: their image cannot run on simulated nodes).
-3. Run its Deployment, the all-in-one training-operator (every kind in one process), as a local
-   process with the Deployment's command line, authenticated as its ServiceAccount (a bound
-   token), so the demo also proves the RBAC is enough: it counts the calls the API server
-   refused it (403) and fails on any.
-4. Submit the seed jobs with simulation annotations (every pod exits 0 after a few seconds),
-   show a live table until all are done, then the final table, the events of one job and a few
-   lines of the operator's /metrics.
+   and Service are left out: their image cannot run on simulated nodes), then the runtimes it
+   ships (manifests/runtimes), once their CRD is Established, as docs/trainjob.md does.
+3. Run its Deployment, the all-in-one training-operator (every kind in one process, TrainJob
+   included), as a local process with the Deployment's command line, authenticated as its
+   ServiceAccount (a bound token), so the demo also proves the RBAC is enough: it counts the
+   calls the API server refused it (403) and fails on any.
+4. Submit the seed jobs and upstream's TrainJob example (examples/yaml/01-multi-node.yaml on
+   torch-distributed) with simulation annotations (every pod exits 0 after a few seconds; the
+   TrainJob's through a runtime patch), show a live table until all are done, then the final
+   table, the events of one job and a few lines of the operator's /metrics.
 5. Tear everything down unless KEEP=1. Exit 1 if any job missed its expected state, or if the
    operator was refused a call.
 """
@@ -56,7 +59,10 @@ KINDS = {
     "XGBoostJob": Resource("kubeflow.org", "v1", "XGBoostJob", "xgboostjobs"),
     "PaddleJob": Resource("kubeflow.org", "v1", "PaddleJob", "paddlejobs"),
     "JAXJob": Resource("kubeflow.org", "v1", "JAXJob", "jaxjobs"),
+    "TrainJob": Resource("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs"),
 }
+#: A kind's final states: the v1 kinds' and Kubeflow Trainer v2's words.
+DONE = {"Succeeded": "Succeeded", "Complete": "Succeeded", "Failed": "Failed"}
 SPEC_KEYS = {
     "TFJob": "tfReplicaSpecs",
     "PyTorchJob": "pytorchReplicaSpecs",
@@ -74,6 +80,8 @@ JOB_FILES = [
     ROOT / "examples" / "paddlejob-simple-cpu.yaml",
     ROOT / "examples" / "jaxjob-simple.yaml",
 ]
+#: Kubeflow Trainer v2.3.0's own TrainJob example, unchanged but for the simulation patch.
+TRAINJOB_FILE = ROOT / "tests" / "data" / "trainer-v2.3.0" / "examples" / "01-multi-node.yaml"
 
 
 def kubectl(*args: str, stdin: str | None = None) -> str:
@@ -89,10 +97,16 @@ def step(message: str) -> None:
 
 
 def cluster_up() -> None:
-    step("starting the local cluster (etcd, apiserver, controller-manager, scheduler, kwok)")
-    subprocess.run(
-        [sys.executable, "-m", "jobcontroller.testing", "up", "--dir", str(CLUSTER)], check=True
+    step(
+        "starting the local cluster (etcd, apiserver, controller-manager, scheduler, kwok, "
+        "JobSet's controller)"
     )
+    cmd = [sys.executable, "-m", "jobcontroller.testing", "up", "--dir", str(CLUSTER)]
+    subprocess.run([*cmd, "--jobset"], check=True)
+    if "jobset" not in (CLUSTER / "ready").read_text():
+        # A cluster kept by an earlier `KEEP=1` run without JobSet's controller: start anew.
+        subprocess.run([*cmd[:3], "down", "--dir", str(CLUSTER)], check=True)
+        subprocess.run([*cmd, "--jobset"], check=True)
 
 
 def rendered_manifests() -> list[dict[str, Any]]:
@@ -104,6 +118,9 @@ def install(docs: list[dict[str, Any]]) -> None:
     wanted = [d for d in docs if d["kind"] not in ("Deployment", "Service")]
     print(kubectl("apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(wanted)), end="")
     kubectl("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+    step("installing the TrainJob runtimes from manifests/runtimes")
+    runtimes = str(ROOT / "manifests" / "runtimes")
+    print(kubectl("apply", "--server-side", "--force-conflicts", "-k", runtimes), end="")
 
 
 def start_operators(
@@ -210,6 +227,16 @@ def load_jobs() -> list[dict[str, Any]]:
             for spec in job["spec"][SPEC_KEYS[job["kind"]]].values():
                 simulate(spec.setdefault("template", {}), 0, run_for="4s")
             jobs.append(job)
+    [trainjob] = [d for d in yaml.safe_load_all(TRAINJOB_FILE.read_text()) if d]
+    pod = simulate({}, 0, run_for="4s")
+    node = {"name": "node", "template": {"spec": {"template": pod}}}
+    trainjob["spec"]["runtimePatches"] = [
+        {
+            "manager": "sim.jobcontroller/kwok",
+            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [node]}}},
+        }
+    ]
+    jobs.append(trainjob)
     return jobs
 
 
@@ -221,7 +248,9 @@ def state(job: dict[str, Any]) -> str:
 def table(jobs: list[dict[str, Any]]) -> str:
     rows = [("KIND", "NAME", "STATE", "ACTIVE", "SUCCEEDED", "FAILED")]
     for job in jobs:
-        counts = job.get("status", {}).get("replicaStatuses", {}).values()
+        status = job.get("status", {})
+        # A v1 job counts pods by replica type; a TrainJob counts its JobSet's Jobs.
+        counts = status.get("replicaStatuses", {}).values() or status.get("jobsStatus", [])
         rows.append(
             (
                 job["kind"],
@@ -258,7 +287,7 @@ async def follow(kube: KubeApi, submitted: list[dict[str, Any]]) -> list[dict[st
                 print(f"\x1b[{last.count(chr(10)) + 1}F\x1b[J", end="")
             print(text, flush=True)
             last = text
-        if all(state(j) in ("Succeeded", "Failed") for j in current) or time.monotonic() > deadline:
+        if all(state(j) in DONE for j in current) or time.monotonic() > deadline:
             return current
         await asyncio.sleep(1)
 
@@ -290,7 +319,10 @@ async def demo() -> int:
             await kube.create(NAMESPACES, {"metadata": {"name": NAMESPACE}})
         jobs = load_jobs()
         await clear_previous_run(kube, jobs)
-        step("submitting the seed jobs (with simulation annotations: every pod exits 0 after 4s)")
+        step(
+            "submitting the seed jobs and a TrainJob "
+            "(with simulation annotations: every pod exits 0 after 4s)"
+        )
         for job in jobs:
             await kube.create(KINDS[job["kind"]], job, namespace=NAMESPACE)
             print(f"  {job['kind']}/{job['metadata']['name']} created")
@@ -334,14 +366,18 @@ async def demo() -> int:
     print(f"\ncalls refused for want of a permission (403): {len(forbidden)} series")
     for ln in forbidden:
         print(f"  {ln}")
-    missed = [j["metadata"]["name"] for j in final if state(j) != "Succeeded"]
+    missed = [j["metadata"]["name"] for j in final if DONE.get(state(j)) != "Succeeded"]
     if missed:
-        print(f"\nFAILED: not Succeeded: {', '.join(missed)}")
+        print(f"\nFAILED: not Succeeded (or Complete): {', '.join(missed)}")
         return 1
     if forbidden:
         print("\nFAILED: the operator was refused calls its RBAC should allow")
         return 1
-    print(f"\nall {len(final)} jobs Succeeded")
+    v2 = [j for j in final if j["kind"] == "TrainJob"]
+    print(
+        f"\nall {len(final) - len(v2)} v1 jobs Succeeded and {len(v2)} TrainJob Complete, "
+        "served by one training-operator"
+    )
     return 0
 
 
@@ -351,7 +387,7 @@ def kept_message() -> str:
         "",
         "KEEP=1: the cluster and the operators are left running. To use them:",
         f"  export KUBECONFIG={CLUSTER / 'kubeconfig'} PATH={CLUSTER / 'bin'}:$PATH",
-        "  kubectl get tfjobs,pytorchjobs,mpijobs -n demo",
+        "  kubectl get tfjobs,pytorchjobs,mpijobs,trainjobs,jobsets -n demo",
     ]
     with contextlib.suppress(OSError, KeyError, ValueError):
         for name, ports in json.loads((CLUSTER / "operators.json").read_text()).items():

@@ -44,7 +44,12 @@ TFJOBS = Resource("kubeflow.org", "v1", "TFJob", "tfjobs")
 PYTORCHJOBS = Resource("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs")
 MPIJOBS = Resource("kubeflow.org", "v2beta1", "MPIJob", "mpijobs")
 KINDS = {"TFJob": TFJOBS, "PyTorchJob": PYTORCHJOBS, "MPIJob": MPIJOBS}
-SCRIPTS = {"TFJob": "tf-operator", "PyTorchJob": "pytorch-operator", "MPIJob": "mpi-operator"}
+SCRIPTS = {
+    "TFJob": "tf-operator",
+    "PyTorchJob": "pytorch-operator",
+    "MPIJob": "mpi-operator",
+    "TrainJob": "trainer-operator",  # test_trainjob_kills.py
+}
 JOB_NAME = "training.kubeflow.org/job-name"
 REPLICA_TYPE = "training.kubeflow.org/replica-type"
 REPLICA_INDEX = "training.kubeflow.org/replica-index"

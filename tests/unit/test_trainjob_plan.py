@@ -336,11 +336,31 @@ def test_deadline_timer_then_failure_and_the_jobset_deleted() -> None:
             }
         ]
     }
+    # Its deletion under way: nothing more to do.
+    jobset["metadata"]["deletionTimestamp"] = "2026-08-10T13:00:02Z"
     after = plan_trainjob(
         _after(raw, plan), observed(jobsets=[jobset], configmaps=[snapshot]), now=late
     )
     assert _conditions(after) == _conditions(plan)
     assert after.actions == ()
+
+
+def test_a_deadline_failure_whose_jobset_deletion_never_landed_deletes_it_later() -> None:
+    """The Failed status written, the operator killed before the JobSet's deletion: the next
+    process, even much later, deletes it (the Failed status alone says it is owed), and never
+    creates a JobSet again."""
+    raw = trainjob(activeDeadlineSeconds=7200)  # created 11:00, now 12:00
+    jobset, snapshot = _existing(raw)
+    late = NOW + dt.timedelta(hours=1, seconds=1)
+    plan = plan_trainjob(raw, observed(jobsets=[jobset], configmaps=[snapshot]), now=late)
+    failed = _after(raw, plan)
+    for now in (late, late + dt.timedelta(days=1)):
+        again = plan_trainjob(failed, observed(jobsets=[jobset], configmaps=[snapshot]), now=now)
+        assert again.actions == plan.actions
+        assert [type(a).__name__ for a in again.actions] == ["DeleteObject"]
+    gone = plan_trainjob(failed, observed(configmaps=[snapshot]), now=late)
+    assert gone.actions == ()
+    assert _conditions(gone) == _conditions(plan)
 
 
 def test_the_deadline_waits_while_suspended_and_restarts_on_resume() -> None:

@@ -52,6 +52,7 @@ from trainer_operator.status import (
     DEADLINE_MESSAGE,
     FAILED,
     TrainJobStatus,
+    condition,
     deadline,
     failed,
     set_condition,
@@ -279,6 +280,15 @@ def _objects(raw: Obj, observed: Observed, kind: str) -> _Objects:
     return out
 
 
+def _failed_by_deadline(status: TrainJobStatus) -> bool:
+    cond = condition(status.data, FAILED)
+    return (
+        cond is not None
+        and cond.get("status") == "True"
+        and (cond.get("reason") == DEADLINE_EXCEEDED)
+    )
+
+
 def _failure_event(message: str) -> Event:
     text = f"TrainJob resources reconciliation failed: {message[:_EVENT_LIMIT]}"
     if len(message) > _EVENT_LIMIT:
@@ -318,19 +328,23 @@ def plan_trainjob(raw: Obj, observed: Observed, *, now: dt.datetime) -> Plan:
         set_condition(status, failed(DEADLINE_EXCEEDED, DEADLINE_MESSAGE), now=now)
         objects.actions = [a for a in objects.actions if not isinstance(a, CreateObject)]
         objects.actions = [a for a in objects.actions if not isinstance(a, PatchObject)]
-        if jobset is not None and not _terminating(jobset):
-            jm = jobset["metadata"]
-            objects.actions.append(
-                DeleteObject(
-                    kind=JOBSET,
-                    namespace=str(jm.get("namespace") or ""),
-                    name=str(jm["name"]),
-                    uid=str(jm.get("uid") or ""),
-                    reason="deadline exceeded",
-                )
-            )
     elif due is not None:
         requeue_after = max((due - now).total_seconds(), 1.0)
+    # Failed by its deadline now or in an earlier pass whose JobSet deletion never landed (the
+    # operator killed after the status write, the API server away): the status is what
+    # persists, so the deletion is owed for as long as the JobSet is there, not only in the
+    # pass that saw the deadline pass.
+    if _failed_by_deadline(status) and jobset is not None and not _terminating(jobset):
+        jm = jobset["metadata"]
+        objects.actions.append(
+            DeleteObject(
+                kind=JOBSET,
+                namespace=str(jm.get("namespace") or ""),
+                name=str(jm["name"]),
+                uid=str(jm.get("uid") or ""),
+                reason="deadline exceeded",
+            )
+        )
     metrics: list[JobMetric] = []
     if status.is_condition_true(COMPLETE) and not was_complete:
         metrics.append(JobMetric.SUCCESSFUL)
