@@ -1,0 +1,198 @@
+"""Kubeflow Trainer v2's TrainJob run for real: the training-operator (deployed from the
+overlay) turns a torch-distributed TrainJob into a JobSet, the real JobSet controller (deployed
+from its overlay) makes the Jobs and pods on the real node, and ``torchrun`` in each pod forms
+one gloo process group of 2 nodes x 2 processes from the ``PET_*`` env the operator wrote.
+
+The runtime is upstream's ``torch-distributed`` ClusterTrainingRuntime as a TrainingRuntime of
+the test's namespace with the local torch image (nothing can be pulled here), the scripts
+ConfigMap mounted and the real node's selector and toleration: what a platform team does to
+adapt a shipped runtime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import time
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+from conftest import RUNTIMES, RealCluster
+from realpods import PODS, TRAINER_REF, logs, on_real_node, wait_default_service_account
+from test_pytorch import scripts_configmap
+
+from jobcontroller.runtime.apitypes import EVENTS, Resource
+from jobcontroller.runtime.kube import ApiError, KubeApi
+from jobcontroller.testing.waiting import wait_for
+
+TRAINJOBS = Resource("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs")
+TRAINING_RUNTIMES = Resource(
+    "trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", "trainingruntimes"
+)
+Obj = dict[str, Any]
+#: ``torchrun``, as the Trainer SDK's command for a torch runtime starts the script. Debian's
+#: torch 1.13 predates Python 3.11's Flag enums: torchrun's default "--redirects 0 --tee 0"
+#: parse to None and crash it (test_pytorch_elastic_and_failures.py), so each local rank's
+#: stdout is tee'd to the console explicitly.
+TORCHRUN = ["torchrun", "--redirects", "0:1,1:1", "--tee", "0:1,1:1"]
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def trainjob_operators(jobset: RealCluster, operators: RealCluster) -> RealCluster:
+    """The training-operator serving TrainJobs. It decides at start whether JobSet's CRD is
+    there; if the session deployed it before JobSet, it is restarted, as a user who installed
+    JobSet second would."""
+    log = operators.kubectl("-n", "kubeflow", "logs", "deployment/training-operator").stdout
+    if "TrainJobs are not served" in log:
+        operators.kubectl("-n", "kubeflow", "rollout", "restart", "deployment/training-operator")
+        result = await asyncio.to_thread(
+            operators.kubectl,
+            "-n",
+            "kubeflow",
+            "rollout",
+            "status",
+            "deployment/training-operator",
+            "--timeout=240s",
+            check=False,
+        )
+        if result.returncode != 0:
+            pytest.fail(f"training-operator not rolled out again: {result.stderr}")
+    return operators
+
+
+def local_runtime(source: str, *, name: str, scripts: str) -> Obj:
+    """The shipped ClusterTrainingRuntime ``source`` as a TrainingRuntime for the real node."""
+    runtime = yaml.safe_load((RUNTIMES / source).read_text())
+    runtime["kind"] = "TrainingRuntime"
+    runtime["metadata"] = {"name": name, "labels": runtime["metadata"].get("labels", {})}
+    for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        pod = rjob["template"]["spec"]["template"]
+        for container in pod["spec"]["containers"]:
+            container["image"] = TRAINER_REF
+            container["imagePullPolicy"] = "Never"
+            container["volumeMounts"] = [{"name": "scripts", "mountPath": "/scripts"}]
+        pod["spec"]["volumes"] = [{"name": "scripts", "configMap": {"name": scripts}}]
+        pod["spec"] = on_real_node(pod["spec"])
+    return runtime
+
+
+class LogKeeper:
+    """The last log of each pod's ``node`` container, read while the TrainJob runs: JobSet
+    deletes a failed run's pods, and with them what would say why."""
+
+    def __init__(self, kube: KubeApi, namespace: str, jobset: str) -> None:
+        self.kube, self.namespace, self.jobset = kube, namespace, jobset
+        self.outputs: dict[str, str] = {}
+
+    async def run(self) -> None:
+        while True:
+            await self.read()
+            await asyncio.sleep(1)
+
+    async def read(self) -> None:
+        pods, _ = await self.kube.list(
+            PODS,
+            namespace=self.namespace,
+            label_selector=f"jobset.sigs.k8s.io/jobset-name={self.jobset}",
+        )
+        for pod in pods:
+            if not (pod.get("status") or {}).get("containerStatuses"):
+                continue
+            name = pod["metadata"]["name"]
+            with contextlib.suppress(AssertionError, ApiError, OSError, asyncio.TimeoutError):
+                self.outputs[name] = await logs(self.kube, self.namespace, name, "node")
+
+
+def is_true(obj: Obj | None, ctype: str) -> bool:
+    conds = ((obj or {}).get("status") or {}).get("conditions") or []
+    return any(c["type"] == ctype and c["status"] == "True" for c in conds)
+
+
+async def test_torch_trainjob_two_nodes_two_processes_each_allreduce(
+    trainjob_operators: RealCluster, kube: KubeApi, namespace: str
+) -> None:
+    await wait_default_service_account(kube, namespace)
+    cm = await scripts_configmap(kube, namespace, "torchrun_allreduce.py")
+    runtime = local_runtime("torch_distributed.yaml", name="torch-local", scripts=cm)
+    await kube.create(TRAINING_RUNTIMES, runtime, namespace=namespace)
+    trainjob = {
+        "apiVersion": TRAINJOBS.api_version,
+        "kind": "TrainJob",
+        "metadata": {"name": "allreduce"},
+        "spec": {
+            "runtimeRef": {"name": "torch-local", "kind": "TrainingRuntime"},
+            "trainer": {
+                "numNodes": 2,
+                "numProcPerNode": 2,
+                "command": [*TORCHRUN, "/scripts/torchrun_allreduce.py"],
+            },
+        },
+    }
+    await kube.create(TRAINJOBS, trainjob, namespace=namespace)
+    started = time.monotonic()
+    keeper = LogKeeper(kube, namespace, "allreduce")
+    reading = asyncio.create_task(keeper.run())
+    try:
+        done = await wait_for(
+            kube,
+            TRAINJOBS,
+            "allreduce",
+            namespace=namespace,
+            until=lambda o: is_true(o, "Complete") or is_true(o, "Failed"),
+            timeout=600,
+        )
+    finally:
+        reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reading
+    pods, _ = await kube.list(
+        PODS, namespace=namespace, label_selector="jobset.sigs.k8s.io/jobset-name=allreduce"
+    )
+    await keeper.read()
+    outputs = keeper.outputs
+    if not is_true(done, "Complete"):
+        events, _ = await kube.list(EVENTS, namespace=namespace)
+        seen = [f"{e['involvedObject']['name']}: {e['reason']} {e.get('message')}" for e in events]
+        pytest.fail(f"{(done or {}).get('status')}\n{outputs}\n" + "\n".join(seen))
+    print(f"\nTrainJob allreduce Complete {time.monotonic() - started:.0f}s after creation")
+    for name, out in sorted(outputs.items()):
+        print(f"--- {name}\n{out}")
+
+    # One Job of two indexed pods (the trainer step's Job), both succeeded on the real node.
+    assert done is not None
+    (status,) = done["status"]["jobsStatus"]
+    assert status["name"] == "node", status
+    assert status["succeeded"] == 1 and status["failed"] == 0, status
+    by_host = {p["spec"]["hostname"]: p for p in pods}
+    assert set(by_host) == {"allreduce-node-0-0", "allreduce-node-0-1"}, sorted(by_host)
+    for host, pod in by_host.items():
+        assert pod["status"]["phase"] == "Succeeded", (host, pod["status"])
+        assert pod["spec"]["nodeName"] == "real-node-0"
+        (node,) = [c for c in pod["spec"]["containers"] if c["name"] == "node"]
+        env = {e["name"]: e.get("value") for e in node["env"]}
+        assert env["PET_NNODES"] == "2" and env["PET_NPROC_PER_NODE"] == "2", env
+        assert env["PET_MASTER_ADDR"] == "allreduce-node-0-0.allreduce", env
+
+    # Four processes, two per pod, each saw the all-reduced sum of ranks 0..3.
+    lines = {
+        host: re.findall(
+            r"ALLREDUCE rank=(\d) local_rank=(\d) node_rank=(\d) world=4 sum=6 expected=6",
+            outputs[pod["metadata"]["name"]],
+        )
+        for host, pod in by_host.items()
+    }
+    assert sorted(lines["allreduce-node-0-0"]) == [("0", "0", "0"), ("1", "1", "0")], outputs
+    assert sorted(lines["allreduce-node-0-1"]) == [("2", "0", "1"), ("3", "1", "1")], outputs
+    placement = re.search(
+        r"PLACEMENT (.*)", outputs[by_host["allreduce-node-0-0"]["metadata"]["name"]]
+    )
+    assert placement, outputs
+    assert placement.group(1).split() == [
+        "0:allreduce-node-0-0/0",
+        "1:allreduce-node-0-0/0",
+        "2:allreduce-node-0-1/1",
+        "3:allreduce-node-0-1/1",
+    ], placement.group(1)
