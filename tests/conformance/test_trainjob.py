@@ -26,6 +26,7 @@ from test_pytorch import scripts_configmap
 
 from jobcontroller.runtime.apitypes import EVENTS, Resource
 from jobcontroller.runtime.kube import ApiError, KubeApi
+from jobcontroller.testing.images import XGBOOST_REF
 from jobcontroller.testing.waiting import wait_for
 
 TRAINJOBS = Resource("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs")
@@ -63,7 +64,7 @@ async def trainjob_operators(jobset: RealCluster, operators: RealCluster) -> Rea
     return operators
 
 
-def local_runtime(source: str, *, name: str, scripts: str) -> Obj:
+def local_runtime(source: str, *, name: str, image: str, scripts: str) -> Obj:
     """The shipped ClusterTrainingRuntime ``source`` as a TrainingRuntime for the real node."""
     runtime = yaml.safe_load((RUNTIMES / source).read_text())
     runtime["kind"] = "TrainingRuntime"
@@ -71,7 +72,7 @@ def local_runtime(source: str, *, name: str, scripts: str) -> Obj:
     for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
         pod = rjob["template"]["spec"]["template"]
         for container in pod["spec"]["containers"]:
-            container["image"] = TRAINER_REF
+            container["image"] = image
             container["imagePullPolicy"] = "Never"
             container["volumeMounts"] = [{"name": "scripts", "mountPath": "/scripts"}]
         pod["spec"]["volumes"] = [{"name": "scripts", "configMap": {"name": scripts}}]
@@ -111,35 +112,30 @@ def is_true(obj: Obj | None, ctype: str) -> bool:
     return any(c["type"] == ctype and c["status"] == "True" for c in conds)
 
 
-async def test_torch_trainjob_two_nodes_two_processes_each_allreduce(
-    trainjob_operators: RealCluster, kube: KubeApi, namespace: str
-) -> None:
-    await wait_default_service_account(kube, namespace)
-    cm = await scripts_configmap(kube, namespace, "torchrun_allreduce.py")
-    runtime = local_runtime("torch_distributed.yaml", name="torch-local", scripts=cm)
+async def run_trainjob(
+    kube: KubeApi, namespace: str, *, name: str, runtime: Obj, trainer: Obj
+) -> tuple[Obj, dict[str, Obj], dict[str, str]]:
+    """Create ``runtime`` (a TrainingRuntime) and a TrainJob on it; wait for it to finish and
+    return it Complete, its pods by hostname and their logs by pod name."""
     await kube.create(TRAINING_RUNTIMES, runtime, namespace=namespace)
     trainjob = {
         "apiVersion": TRAINJOBS.api_version,
         "kind": "TrainJob",
-        "metadata": {"name": "allreduce"},
+        "metadata": {"name": name},
         "spec": {
-            "runtimeRef": {"name": "torch-local", "kind": "TrainingRuntime"},
-            "trainer": {
-                "numNodes": 2,
-                "numProcPerNode": 2,
-                "command": [*TORCHRUN, "/scripts/torchrun_allreduce.py"],
-            },
+            "runtimeRef": {"name": runtime["metadata"]["name"], "kind": "TrainingRuntime"},
+            "trainer": trainer,
         },
     }
     await kube.create(TRAINJOBS, trainjob, namespace=namespace)
     started = time.monotonic()
-    keeper = LogKeeper(kube, namespace, "allreduce")
+    keeper = LogKeeper(kube, namespace, name)
     reading = asyncio.create_task(keeper.run())
     try:
         done = await wait_for(
             kube,
             TRAINJOBS,
-            "allreduce",
+            name,
             namespace=namespace,
             until=lambda o: is_true(o, "Complete") or is_true(o, "Failed"),
             timeout=600,
@@ -149,30 +145,52 @@ async def test_torch_trainjob_two_nodes_two_processes_each_allreduce(
         with contextlib.suppress(asyncio.CancelledError):
             await reading
     pods, _ = await kube.list(
-        PODS, namespace=namespace, label_selector="jobset.sigs.k8s.io/jobset-name=allreduce"
+        PODS, namespace=namespace, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}"
     )
     await keeper.read()
     outputs = keeper.outputs
-    if not is_true(done, "Complete"):
+    if done is None or not is_true(done, "Complete"):
         events, _ = await kube.list(EVENTS, namespace=namespace)
         seen = [f"{e['involvedObject']['name']}: {e['reason']} {e.get('message')}" for e in events]
         pytest.fail(f"{(done or {}).get('status')}\n{outputs}\n" + "\n".join(seen))
-    print(f"\nTrainJob allreduce Complete {time.monotonic() - started:.0f}s after creation")
-    for name, out in sorted(outputs.items()):
-        print(f"--- {name}\n{out}")
-
-    # One Job of two indexed pods (the trainer step's Job), both succeeded on the real node.
-    assert done is not None
+    print(f"\nTrainJob {name} Complete {time.monotonic() - started:.0f}s after creation")
+    for pod_name, out in sorted(outputs.items()):
+        print(f"--- {pod_name}\n{out}")
+    # The trainer step is one Job (of numNodes indexed pods): it succeeded, on the real node.
     (status,) = done["status"]["jobsStatus"]
     assert status["name"] == "node", status
     assert status["succeeded"] == 1 and status["failed"] == 0, status
     by_host = {p["spec"]["hostname"]: p for p in pods}
-    assert set(by_host) == {"allreduce-node-0-0", "allreduce-node-0-1"}, sorted(by_host)
     for host, pod in by_host.items():
         assert pod["status"]["phase"] == "Succeeded", (host, pod["status"])
         assert pod["spec"]["nodeName"] == "real-node-0"
-        (node,) = [c for c in pod["spec"]["containers"] if c["name"] == "node"]
-        env = {e["name"]: e.get("value") for e in node["env"]}
+    return done, by_host, outputs
+
+
+def node_env(pod: Obj) -> dict[str, str | None]:
+    (node,) = [c for c in pod["spec"]["containers"] if c["name"] == "node"]
+    return {e["name"]: e.get("value") for e in node["env"]}
+
+
+async def test_torch_trainjob_two_nodes_two_processes_each_allreduce(
+    trainjob_operators: RealCluster, kube: KubeApi, namespace: str
+) -> None:
+    await wait_default_service_account(kube, namespace)
+    cm = await scripts_configmap(kube, namespace, "torchrun_allreduce.py")
+    runtime = local_runtime(
+        "torch_distributed.yaml", name="torch-local", image=TRAINER_REF, scripts=cm
+    )
+    trainer = {
+        "numNodes": 2,
+        "numProcPerNode": 2,
+        "command": [*TORCHRUN, "/scripts/torchrun_allreduce.py"],
+    }
+    _, by_host, outputs = await run_trainjob(
+        kube, namespace, name="allreduce", runtime=runtime, trainer=trainer
+    )
+    assert set(by_host) == {"allreduce-node-0-0", "allreduce-node-0-1"}, sorted(by_host)
+    for pod in by_host.values():
+        env = node_env(pod)
         assert env["PET_NNODES"] == "2" and env["PET_NPROC_PER_NODE"] == "2", env
         assert env["PET_MASTER_ADDR"] == "allreduce-node-0-0.allreduce", env
 
@@ -196,3 +214,35 @@ async def test_torch_trainjob_two_nodes_two_processes_each_allreduce(
         "2:allreduce-node-0-1/1",
         "3:allreduce-node-0-1/1",
     ], placement.group(1)
+
+
+async def test_xgboost_trainjob_three_workers_allreduce_and_train_one_model(
+    trainjob_operators: RealCluster, kube: KubeApi, namespace: str
+) -> None:
+    """Upstream's xgboost-distributed runtime with Debian's XGBoost: worker 0 runs the Rabit
+    tracker at DMLC_TRACKER_URI (as upstream's XGBoost guide has it), the three workers
+    all-reduce and train one model together."""
+    await wait_default_service_account(kube, namespace)
+    cm = await scripts_configmap(kube, namespace, "xgboost_collective.py")
+    runtime = local_runtime(
+        "xgboost_distributed.yaml", name="xgboost-local", image=XGBOOST_REF, scripts=cm
+    )
+    trainer = {"numNodes": 3, "command": ["python3", "/scripts/xgboost_collective.py"]}
+    _, by_host, outputs = await run_trainjob(
+        kube, namespace, name="xgb", runtime=runtime, trainer=trainer
+    )
+    assert set(by_host) == {f"xgb-node-0-{i}" for i in range(3)}, sorted(by_host)
+    models = set()
+    for i in range(3):
+        pod = by_host[f"xgb-node-0-{i}"]
+        env = node_env(pod)
+        assert env["DMLC_NUM_WORKER"] == "3" and env["DMLC_TASK_ID"] is None, env
+        assert env["DMLC_TRACKER_URI"] == "xgb-node-0-0.xgb", env
+        out = outputs[pod["metadata"]["name"]]
+        # Rank i is the pod of completion index i (DMLC_TASK_ID, from the index).
+        assert f"ALLREDUCE rank={i} task={i} world=3 sum=3 expected=3" in out, out
+        trained = re.search(r"TRAINED rank=\d test_rmse=([\d.]+) model=(\w+)", out)
+        assert trained, out
+        assert float(trained.group(1)) < 0.3, out  # y's spread is ~2: the trees fit it
+        models.add(trained.group(2))
+    assert len(models) == 1, models  # one model, built from every worker's shard

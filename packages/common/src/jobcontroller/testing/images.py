@@ -11,6 +11,9 @@ is built locally and imported into the node's containerd:
   rendezvous), OpenMPI with ``python3-mpi4py``, and ``openssh-server`` for mpirun;
 * ``tensorflow``: Debian's python3.11 with the ``tensorflow-cpu`` wheel from PyPI (Debian has
   no TensorFlow);
+* ``xgboost``: Debian's ``python3-xgboost`` (1.7, CPU, with its Python Rabit tracker), for
+  the XGBoost runtime and XGBoostJobs (800 MiB: Debian's scipy depends on pythran, hence on
+  a C++ toolchain and Boost's headers);
 * ``operators``: Debian's python3.11 with the project's wheels and their runtime dependencies
   (the distributions the Dockerfile's ``uv sync --no-dev --no-editable`` installs), non-root;
 * ``jobset``: the JobSet controller ``hack/build-jobset.sh`` built, alone in the image, named
@@ -63,6 +66,7 @@ TOOLS_REF = f"{LOCAL}/tools:local"
 TRAINER_REF = f"{LOCAL}/trainer:local"
 OPERATORS_REF = f"{LOCAL}/kubeflow-operators-py:local"
 TENSORFLOW_REF = f"{LOCAL}/tensorflow:local"
+XGBOOST_REF = f"{LOCAL}/xgboost:local"
 #: The JobSet controller under the name manifests/jobset deploys (built here, never pulled).
 JOBSET_REF = "registry.k8s.io/jobset/jobset:v0.12.0"
 #: TensorFlow is not packaged by Debian: the CPU wheel from PyPI, on Debian's python3.11.
@@ -210,6 +214,12 @@ IMAGES: dict[str, Image] = {
             ],
             "Cmd": ["/usr/bin/python3"],
         },
+    ),
+    "xgboost": Image(
+        name="xgboost",
+        ref=XGBOOST_REF,
+        packages=("python3", "python3-xgboost"),
+        config={"Cmd": ["/usr/bin/python3"]},
     ),
     "jobset": Image(
         name="jobset",
