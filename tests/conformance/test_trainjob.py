@@ -26,7 +26,7 @@ from test_pytorch import scripts_configmap
 
 from jobcontroller.runtime.apitypes import EVENTS, Resource
 from jobcontroller.runtime.kube import ApiError, KubeApi
-from jobcontroller.testing.images import XGBOOST_REF
+from jobcontroller.testing.images import JAX_REF, XGBOOST_REF
 from jobcontroller.testing.waiting import wait_for
 
 TRAINJOBS = Resource("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs")
@@ -246,3 +246,38 @@ async def test_xgboost_trainjob_three_workers_allreduce_and_train_one_model(
         assert float(trained.group(1)) < 0.3, out  # y's spread is ~2: the trees fit it
         models.add(trained.group(2))
     assert len(models) == 1, models  # one model, built from every worker's shard
+
+
+async def test_jax_trainjob_three_processes_sum_and_fit_on_a_global_mesh(
+    trainjob_operators: RealCluster, kube: KubeApi, namespace: str
+) -> None:
+    """Upstream's jax-distributed runtime with JAX's CPU wheels: three processes join the
+    coordinator at JAX_COORDINATOR_ADDRESS (pod 0) and compute over one global mesh."""
+    await wait_default_service_account(kube, namespace)
+    cm = await scripts_configmap(kube, namespace, "jax_distributed.py")
+    runtime = local_runtime("jax_distributed.yaml", name="jax-local", image=JAX_REF, scripts=cm)
+    trainer = {"numNodes": 3, "command": ["python3", "/scripts/jax_distributed.py"]}
+    _, by_host, outputs = await run_trainjob(
+        kube, namespace, name="jax", runtime=runtime, trainer=trainer
+    )
+    assert set(by_host) == {f"jax-node-0-{i}" for i in range(3)}, sorted(by_host)
+    weights = set()
+    for i in range(3):
+        pod = by_host[f"jax-node-0-{i}"]
+        env = node_env(pod)
+        assert env["JAX_NUM_PROCESSES"] == "3", env
+        assert env["JAX_COORDINATOR_ADDRESS"] == "jax-node-0-0.jax:29500", env
+        out = outputs[pod["metadata"]["name"]]
+        # The process id is the pod's completion index (JAX_PROCESS_ID).
+        assert f"ALLREDUCE process={i} processes=3 devices=3 sum=3 expected=3" in out, out
+        trained = re.search(
+            r"TRAINED process=\d first_loss=([\d.]+) final_loss=([\d.]+) "
+            r"w=([-\d.]+) b=([-\d.]+)",
+            out,
+        )
+        assert trained, out
+        first, final, w, b = map(float, trained.groups())
+        assert final < first / 100, out
+        assert abs(w - 3) < 0.1 and abs(b - 2) < 0.1, out
+        weights.add((w, b))
+    assert len(weights) == 1, weights  # every process holds the same replicated weights
