@@ -1,12 +1,13 @@
 """Kubeflow Trainer v2's TrainJob run for real: the training-operator (deployed from the
-overlay) turns a torch-distributed TrainJob into a JobSet, the real JobSet controller (deployed
-from its overlay) makes the Jobs and pods on the real node, and ``torchrun`` in each pod forms
-one gloo process group of 2 nodes x 2 processes from the ``PET_*`` env the operator wrote.
+overlay) turns a TrainJob into a JobSet, the real JobSet controller (deployed from its overlay)
+makes the Jobs and pods on the real node, and the frameworks form their groups from the env the
+operator wrote: ``torchrun`` from ``PET_*`` (2 nodes x 2 processes, gloo), XGBoost's Rabit from
+``DMLC_*``, JAX's distributed runtime from ``JAX_*``.
 
-The runtime is upstream's ``torch-distributed`` ClusterTrainingRuntime as a TrainingRuntime of
-the test's namespace with the local torch image (nothing can be pulled here), the scripts
-ConfigMap mounted and the real node's selector and toleration: what a platform team does to
-adapt a shipped runtime.
+Each runtime is one of upstream's ClusterTrainingRuntimes (manifests/runtimes) as a
+TrainingRuntime of the test's namespace with a local image (nothing can be pulled here), the
+scripts ConfigMap mounted and the real node's selector and toleration: what a platform team
+does to adapt a shipped runtime.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import time
 from typing import Any
 
 import pytest
-import pytest_asyncio
 import yaml
 from conftest import RUNTIMES, RealCluster
 from realpods import PODS, TRAINER_REF, logs, on_real_node, wait_default_service_account
@@ -39,29 +39,6 @@ Obj = dict[str, Any]
 #: parse to None and crash it (test_pytorch_elastic_and_failures.py), so each local rank's
 #: stdout is tee'd to the console explicitly.
 TORCHRUN = ["torchrun", "--redirects", "0:1,1:1", "--tee", "0:1,1:1"]
-
-
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def trainjob_operators(jobset: RealCluster, operators: RealCluster) -> RealCluster:
-    """The training-operator serving TrainJobs. It decides at start whether JobSet's CRD is
-    there; if the session deployed it before JobSet, it is restarted, as a user who installed
-    JobSet second would."""
-    log = operators.kubectl("-n", "kubeflow", "logs", "deployment/training-operator").stdout
-    if "TrainJobs are not served" in log:
-        operators.kubectl("-n", "kubeflow", "rollout", "restart", "deployment/training-operator")
-        result = await asyncio.to_thread(
-            operators.kubectl,
-            "-n",
-            "kubeflow",
-            "rollout",
-            "status",
-            "deployment/training-operator",
-            "--timeout=240s",
-            check=False,
-        )
-        if result.returncode != 0:
-            pytest.fail(f"training-operator not rolled out again: {result.stderr}")
-    return operators
 
 
 def local_runtime(source: str, *, name: str, image: str, scripts: str) -> Obj:
@@ -173,7 +150,7 @@ def node_env(pod: Obj) -> dict[str, str | None]:
 
 
 async def test_torch_trainjob_two_nodes_two_processes_each_allreduce(
-    trainjob_operators: RealCluster, kube: KubeApi, namespace: str
+    operators: RealCluster, kube: KubeApi, namespace: str
 ) -> None:
     await wait_default_service_account(kube, namespace)
     cm = await scripts_configmap(kube, namespace, "torchrun_allreduce.py")
@@ -217,7 +194,7 @@ async def test_torch_trainjob_two_nodes_two_processes_each_allreduce(
 
 
 async def test_xgboost_trainjob_three_workers_allreduce_and_train_one_model(
-    trainjob_operators: RealCluster, kube: KubeApi, namespace: str
+    operators: RealCluster, kube: KubeApi, namespace: str
 ) -> None:
     """Upstream's xgboost-distributed runtime with Debian's XGBoost: worker 0 runs the Rabit
     tracker at DMLC_TRACKER_URI (as upstream's XGBoost guide has it), the three workers
@@ -249,7 +226,7 @@ async def test_xgboost_trainjob_three_workers_allreduce_and_train_one_model(
 
 
 async def test_jax_trainjob_three_processes_sum_and_fit_on_a_global_mesh(
-    trainjob_operators: RealCluster, kube: KubeApi, namespace: str
+    operators: RealCluster, kube: KubeApi, namespace: str
 ) -> None:
     """Upstream's jax-distributed runtime with JAX's CPU wheels: three processes join the
     coordinator at JAX_COORDINATOR_ADDRESS (pod 0) and compute over one global mesh."""
