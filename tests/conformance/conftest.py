@@ -1,7 +1,8 @@
 """Real pods: the conformance suite's cluster has a real node (kubelet + containerd) beside
 kwok's, the images of ``jobcontroller.testing.images`` imported, and the default install (the
 all-in-one training-operator, serving every kind) running on it as a Deployment from
-``manifests/overlays/local-real-node``.
+``manifests/overlays/local-real-node``, installed after JobSet (``manifests/jobset``, from
+``manifests/overlays/local-real-node-jobset``) so that it serves TrainJobs too.
 
 The API server keeps an audit log, from which the suite counts the operators' forbidden calls.
 """
@@ -122,10 +123,13 @@ def control_plane(real_cluster: RealCluster) -> ControlPlane:
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def operators(real_cluster: RealCluster, kube: KubeApi) -> RealCluster:
+async def operators(jobset: RealCluster, kube: KubeApi) -> RealCluster:
     """The operator(s), deployed from the overlay and Available (their probes passing)."""
-    # As the README installs: the operator (its apply must succeed on a new cluster), then
-    # Kubeflow Trainer's runtimes once their CRD is established.
+    real_cluster = jobset
+    # As the README installs: JobSet first (the training-operator serves TrainJobs where
+    # JobSet's CRD is installed when it starts; docs/trainjob.md), the operator (its apply
+    # must succeed on a new cluster), then Kubeflow Trainer's runtimes once their CRD is
+    # established.
     real_cluster.kubectl("apply", "--server-side", "-k", str(OVERLAY))
     real_cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", *TRAINER_CRDS)
     real_cluster.kubectl("apply", "--server-side", "-k", str(RUNTIMES))

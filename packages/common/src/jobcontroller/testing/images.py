@@ -11,6 +11,11 @@ is built locally and imported into the node's containerd:
   rendezvous), OpenMPI with ``python3-mpi4py``, and ``openssh-server`` for mpirun;
 * ``tensorflow``: Debian's python3.11 with the ``tensorflow-cpu`` wheel from PyPI (Debian has
   no TensorFlow);
+* ``xgboost``: Debian's ``python3-xgboost`` (1.7, CPU, with its Python Rabit tracker), for
+  the XGBoost runtime and XGBoostJobs (800 MiB: Debian's scipy depends on pythran, hence on
+  a C++ toolchain and Boost's headers);
+* ``jax``: Debian's python3.11 with the ``jax[cpu]`` wheels from PyPI (Debian has no JAX),
+  for the JAX runtime and JAXJobs;
 * ``operators``: Debian's python3.11 with the project's wheels and their runtime dependencies
   (the distributions the Dockerfile's ``uv sync --no-dev --no-editable`` installs), non-root;
 * ``jobset``: the JobSet controller ``hack/build-jobset.sh`` built, alone in the image, named
@@ -63,10 +68,14 @@ TOOLS_REF = f"{LOCAL}/tools:local"
 TRAINER_REF = f"{LOCAL}/trainer:local"
 OPERATORS_REF = f"{LOCAL}/kubeflow-operators-py:local"
 TENSORFLOW_REF = f"{LOCAL}/tensorflow:local"
+XGBOOST_REF = f"{LOCAL}/xgboost:local"
+JAX_REF = f"{LOCAL}/jax:local"
 #: The JobSet controller under the name manifests/jobset deploys (built here, never pulled).
 JOBSET_REF = "registry.k8s.io/jobset/jobset:v0.12.0"
 #: TensorFlow is not packaged by Debian: the CPU wheel from PyPI, on Debian's python3.11.
 TENSORFLOW_PIN = "tensorflow-cpu==2.21.0"
+#: Nor JAX: jax with its CPU jaxlib (whose CPU collectives are gloo's), from PyPI.
+JAX_PIN = "jax[cpu]==0.10.2"
 
 
 def cache_dir() -> Path:
@@ -126,17 +135,17 @@ def _operator_files(root: Path) -> Iterable[tuple[str, Path]]:
             yield f"/{path.relative_to(layer)}", path
 
 
-def _tensorflow_files(root: Path) -> Iterable[tuple[str, Path]]:
-    site = (
-        cache_dir()
-        / "site"
-        / ("tensorflow-" + hashlib.sha256((RECIPE + TENSORFLOW_PIN).encode()).hexdigest()[:16])
-    )
+def _wheel_files(
+    root: Path, *, name: str, pins: tuple[str, ...], target: str
+) -> Iterable[tuple[str, Path]]:
+    """Wheels from PyPI for Debian's python3.11, installed under ``target`` (cached per pins)."""
+    key = hashlib.sha256((RECIPE + " ".join(pins)).encode()).hexdigest()[:16]
+    site = cache_dir() / "site" / f"{name}-{key}"
     if not site.exists():
         partial = site.with_name(site.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)
         uv = shutil.which("uv") or str(root / ".venv-uv" / "bin" / "uv")
-        _log(f"installing {TENSORFLOW_PIN} for the image")
+        _log(f"installing {' '.join(pins)} for the image")
         subprocess.run(
             [
                 uv,
@@ -144,13 +153,13 @@ def _tensorflow_files(root: Path) -> Iterable[tuple[str, Path]]:
                 "install",
                 "--quiet",
                 "--target",
-                str(partial / "opt" / "tf"),
+                str(partial / target.lstrip("/")),
                 "--python-version",
                 "3.11",
                 "--python-platform",
                 "x86_64-manylinux_2_28",
                 "--compile-bytecode",
-                TENSORFLOW_PIN,
+                *pins,
             ],
             cwd=root,
             check=True,
@@ -159,6 +168,14 @@ def _tensorflow_files(root: Path) -> Iterable[tuple[str, Path]]:
     for path in sorted(site.rglob("*")):
         if path.is_file() or path.is_symlink():
             yield f"/{path.relative_to(site)}", path
+
+
+def _tensorflow_files(root: Path) -> Iterable[tuple[str, Path]]:
+    return _wheel_files(root, name="tensorflow", pins=(TENSORFLOW_PIN,), target="/opt/tf")
+
+
+def _jax_files(root: Path) -> Iterable[tuple[str, Path]]:
+    return _wheel_files(root, name="jax", pins=(JAX_PIN,), target="/opt/jax")
 
 
 def _jobset_files(root: Path) -> Iterable[tuple[str, Path]]:
@@ -207,6 +224,25 @@ IMAGES: dict[str, Image] = {
                 "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "PYTHONPATH=/opt/tf",
                 "TF_CPP_MIN_LOG_LEVEL=1",
+            ],
+            "Cmd": ["/usr/bin/python3"],
+        },
+    ),
+    "xgboost": Image(
+        name="xgboost",
+        ref=XGBOOST_REF,
+        packages=("python3", "python3-xgboost"),
+        config={"Cmd": ["/usr/bin/python3"]},
+    ),
+    "jax": Image(
+        name="jax",
+        ref=JAX_REF,
+        packages=("python3",),
+        files=_jax_files,
+        config={
+            "Env": [
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "PYTHONPATH=/opt/jax",
             ],
             "Cmd": ["/usr/bin/python3"],
         },
