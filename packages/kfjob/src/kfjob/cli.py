@@ -1,6 +1,7 @@
 """The ``kfjob`` command line, built on :class:`kfjob.client.JobClient`.
 
-``kfjob render`` works offline; every other command talks to the cluster of the usual
+``kfjob render`` works offline; every other command (``kfjob ui`` too) talks to the cluster of
+the usual
 kubeconfig resolution (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``, in-cluster).
 Output goes through ``rich``: colours and the live display only on a terminal, never with
 ``NO_COLOR`` set; piped output is plain text, one line per change.
@@ -478,6 +479,28 @@ def cmd_suspend(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ui(args: argparse.Namespace) -> int:
+    from kfjob.ui import serve  # the web server's modules load only for this command
+
+    try:
+        serve(
+            kubeconfig=args.kubeconfig,
+            context=args.context,
+            namespace=args.namespace,
+            address=args.address,
+            port=args.port,
+        )
+    except OSError as exc:
+        if exc.errno == 98:  # EADDRINUSE
+            raise _Usage(
+                f"port {args.port} is in use on {args.address}: give --port (0 picks a free one)"
+            ) from exc
+        raise
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 # ----------------------------------------------------------------------------- parser
 
 
@@ -569,6 +592,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_suspend)
     p = job_cmd("resume", "resume a suspended job")
     p.set_defaults(func=cmd_suspend)
+
+    p = add(
+        "ui",
+        "a local web page of your jobs, live (prints its URL)",
+        "Serve a web page of the training jobs you may see (your kubeconfig, so your RBAC): "
+        "every kind the cluster serves, live; a job's conditions, pods, events, env, logs "
+        "and YAML; suspend, resume and delete; and the offline render. It binds 127.0.0.1, "
+        "prints the URL and opens no browser. With -n, only that namespace.",
+    )
+    p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0: a free one)")
+    p.add_argument(
+        "--address",
+        default="127.0.0.1",
+        help="address to bind (default 127.0.0.1; another lets others act with your rights)",
+    )
+    p.set_defaults(func=cmd_ui)
     return parser
 
 
