@@ -1,0 +1,509 @@
+"""``kfjob ui`` in a real browser (Chromium from Debian's packages, driven by Selenium) against
+the local cluster, with the PyTorchJob operator running as its Deployment runs it (a process)
+and ``kfjob ui`` started as a user starts it (``.venv/bin/kfjob ui``, their kubeconfig).
+
+- A job created with ``kubectl`` appears on the open jobs page within 2 s, without a reload
+  (the issue's bar), and its state follows the operator's conditions.
+- Its page shows its pods and events; a pod's log streams as lines are written, and the
+  previous container's log is there too. kwok's usual nodes serve no logs, so the job's pods
+  run on :class:`~jobcontroller.testing.lognode.LogNode`, a kwok node whose kubelet API serves
+  a log file: the stream goes browser -> kfjob ui -> kube-apiserver -> the node, as on a real
+  cluster; only the log's writer is the test.
+- Suspend works through its button and confirmation: the pods go, the state says Suspended.
+- A user bound only to ``view`` in one namespace sees that namespace's jobs and not another
+  namespace's, and their suspend and delete fail visibly with the API server's 403.
+- The Render page shows a refused job's errors at their lines, and a good job's pods.
+
+``KFJOB_UI_SCREENSHOTS=docs/images`` saves the main views, light and dark, there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from jobcontroller.runtime.kube import PODS, KubeApi, Resource
+from jobcontroller.testing.binaries import find_binaries
+from jobcontroller.testing.controlplane import ControlPlane
+from jobcontroller.testing.lognode import LogNode
+from jobcontroller.testing.ports import free_port
+from jobcontroller.testing.waiting import wait_for_list
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import (  # noqa: E402
+    StaleElementReferenceException,
+    WebDriverException,
+)
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.support.wait import WebDriverWait  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+KFJOB = str(Path(sys.executable).parent / "kfjob")
+PYTORCHJOBS = Resource("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs")
+SHOTS = os.environ.get("KFJOB_UI_SCREENSHOTS")
+T = TypeVar("T")
+
+pytestmark = pytest.mark.cluster
+
+
+# ----------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def chromedriver() -> str:
+    """Chromium and chromedriver, installed from Debian's packages when missing."""
+    if shutil.which("apt-get") is None and shutil.which("chromedriver") is None:
+        pytest.skip("no apt-get to install chromium and chromium-driver, and none installed")
+    run = subprocess.run(
+        ["bash", str(ROOT / "hack" / "ensure-browser.sh")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if run.returncode == 2:  # not root, or no apt-get: said why
+        pytest.skip(run.stderr.strip())
+    assert run.returncode == 0, run.stderr
+    return run.stdout.strip().splitlines()[-1]
+
+
+@contextlib.contextmanager
+def browser(chromedriver: str, *, dark: bool = False) -> Iterator[WebDriver]:
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",  # as root
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        "--disable-gpu",
+    ):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(options=options, service=Service(chromedriver))
+    if dark:
+        driver.execute_cdp_cmd(
+            "Emulation.setEmulatedMedia",
+            {"features": [{"name": "prefers-color-scheme", "value": "dark"}]},
+        )
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def log_node(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LogNode]:
+    node = LogNode(control_plane, directory=tmp_path_factory.mktemp("lognode"))
+    node.start()
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def operator(
+    kubeconfig: str, kubeflow_crds: list[str], tmp_path: Path
+) -> AsyncIterator[None]:
+    """The PyTorchJob operator as its Deployment runs it, in a process of its own."""
+    health = free_port()
+    log = tmp_path / "pytorch-operator.log"
+    argv = [
+        sys.executable, "-m", "pytorch_operator", "run", f"--kubeconfig={kubeconfig}",
+        f"--metrics-port={free_port()}", f"--health-port={health}", "--log-format=json",
+    ]  # fmt: skip
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        await _until(lambda: _get(f"http://127.0.0.1:{health}/readyz"), what="operator ready")
+        yield
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(proc.wait, 30)
+
+
+@contextlib.contextmanager
+def kfjob_ui(kubeconfig: Path | str) -> Iterator[str]:
+    """``kfjob ui --port 0`` as a user runs it; yields the URL it prints."""
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+    proc = subprocess.Popen(
+        [KFJOB, "ui", "--port", "0"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:\d+/", line)
+        assert match, f"no URL in {line!r}: {proc.stderr.read() if proc.stderr else ''}"
+        yield match[0]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _get(url: str) -> bool:
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return bool(resp.status == 200)
+    except OSError:
+        return False
+
+
+async def _until(check: Callable[[], bool], *, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not await asyncio.to_thread(check):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.2)
+
+
+def wait(
+    driver: WebDriver, check: Callable[[WebDriver], T], *, timeout: float = 20, what: str
+) -> T:
+    try:
+        return WebDriverWait(
+            driver,
+            timeout,
+            poll_frequency=0.05,
+            ignored_exceptions=[StaleElementReferenceException],
+        ).until(check)
+    except WebDriverException as exc:
+        raise AssertionError(f"{what}: not within {timeout}s\n{_page_text(driver)}") from exc
+
+
+def _page_text(driver: WebDriver) -> str:
+    try:
+        return str(driver.find_element(By.TAG_NAME, "main").text)[-3000:]
+    except WebDriverException:
+        return "(no page)"
+
+
+def texts(driver: WebDriver, css: str) -> list[str]:
+    """The text of each element ``css`` matches, read in one go in the page (an element the
+    live updates replace between a lookup and a read would be stale)."""
+    script = "return [...document.querySelectorAll(arguments[0])].map((e) => e.innerText)"
+    return [str(t) for t in driver.execute_script(script, css)]
+
+
+def text_of(driver: WebDriver, css: str) -> str:
+    found = texts(driver, css)
+    return found[0] if found else ""
+
+
+def kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> str:
+    run = subprocess.run(
+        [find_binaries()["kubectl"], f"--kubeconfig={kubeconfig}", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def pytorchjob(name: str, namespace: str, log_node: LogNode | None) -> dict[str, Any]:
+    def template() -> dict[str, Any]:
+        t: dict[str, Any] = {
+            "metadata": {"annotations": {}},
+            "spec": {"containers": [{"name": "pytorch", "image": "pytorch/pytorch:2.3"}]},
+        }
+        if log_node is not None:
+            log_node.place(t)
+        return t  # no simulation annotations: the pods run until deleted
+
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "restartPolicy": "OnFailure", "template": template()},
+                "Worker": {"replicas": 1, "restartPolicy": "OnFailure", "template": template()},
+            }
+        },
+    }
+
+
+def screenshot(driver: WebDriver, name: str) -> None:
+    if not SHOTS:
+        return
+    out = Path(SHOTS)
+    out.mkdir(parents=True, exist_ok=True)
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(1280, min(max(int(height), 700), 2200))
+    driver.execute_script("window.scrollTo(0, 0)")
+    time.sleep(0.3)
+    driver.save_screenshot(str(out / f"{name}.png"))
+    driver.set_window_size(1280, 900)
+
+
+def click(driver: WebDriver, css: str) -> None:
+    """Click what ``css`` finds, again if a live update replaced it meanwhile."""
+
+    def press(d: WebDriver) -> bool:
+        d.find_element(By.CSS_SELECTOR, css).click()
+        return True
+
+    wait(driver, press, what=f"clicking {css}")
+
+
+def confirm(driver: WebDriver, action: str) -> None:
+    """Press an action's button, then Confirm in the dialog it opens."""
+    click(driver, f'form[data-action="{action}"] button')
+    wait(driver, lambda d: d.find_element(By.ID, "confirm").is_displayed(), what="dialog")
+    assert driver.switch_to.active_element.get_attribute("id") == "confirm-cancel"
+    driver.find_element(By.ID, "confirm-ok").click()
+
+
+# ----------------------------------------------------------------------------- tests
+
+
+async def test_a_job_lives_on_the_page(
+    kube: KubeApi,
+    kubeconfig: str,
+    namespace: str,
+    operator: None,
+    log_node: LogNode,
+    chromedriver: str,
+) -> None:
+    name = "mnist-ddp"
+    key = f"pytorchjobs/{namespace}/{name}"
+    row = f'tr[data-key="{key}"]'
+    log_node.write("epoch 1 loss=0.91", previous=True)
+    log_node.write("epoch 2 loss=0.52")
+    with kfjob_ui(kubeconfig) as url, browser(chromedriver) as driver:
+        driver.get(url)
+        wait(driver, lambda d: "Live" in text_of(d, "#live"), what="the jobs page live")
+        driver.execute_script("window.kfjobMarker = 'same page'")
+
+        kubectl(
+            kubeconfig,
+            "create",
+            "-f",
+            "-",
+            stdin=yaml.safe_dump(pytorchjob(name, namespace, log_node)),
+        )
+        wait(
+            driver,
+            lambda d: d.find_elements(By.CSS_SELECTOR, row),
+            timeout=2,
+            what="the new job's row",
+        )
+        assert driver.execute_script("return window.kfjobMarker") == "same page"  # no reload
+
+        def cells(d: WebDriver) -> list[str]:
+            return texts(d, f"{row} td, {row} th")
+
+        # The row follows the job: Running, both pods active (the operator counts them).
+        wait(driver, lambda d: cells(d)[3:4] == ["Running"] and cells(d)[5] == "2", what="Running")
+        assert cells(driver)[:3] == ["PyTorchJob", namespace, name]
+        screenshot(driver, "kfjob-ui-jobs-light")
+
+        driver.find_element(By.CSS_SELECTOR, f"{row} a").click()
+        wait(driver, lambda d: "Live" in text_of(d, "#live"), what="the job's page live")
+        pods = [f"{name}-master-0", f"{name}-worker-0"]
+        wait(
+            driver,
+            lambda d: all(text_of(d, f'#pods-table tr[data-pod="{p}"]') for p in pods),
+            what="both pods listed",
+        )
+        master = text_of(driver, f'#pods-table tr[data-pod="{pods[0]}"]')
+        assert "Running" in master and log_node.name in master, master
+        wait(driver, lambda d: "SuccessfulCreatePod" in text_of(d, "#sec-events"), what="events")
+        assert "Created" in text_of(driver, "#sec-conditions")
+
+        # The master's log, followed: a line written now appears without asking again.
+        driver.find_element(By.CSS_SELECTOR, f'button.show-logs[data-pod="{pods[0]}"]').click()
+        wait(driver, lambda d: "epoch 2 loss=0.52" in text_of(d, "#log-output"), what="the log")
+        log_node.write("epoch 3 loss=0.31")
+        wait(driver, lambda d: "epoch 3 loss=0.31" in text_of(d, "#log-output"), what="a new line")
+        assert "following" in text_of(driver, "#log-status")
+        driver.find_element(By.ID, "sec-env").find_element(By.XPATH, "..")  # the section exists
+        driver.find_element(By.CSS_SELECTOR, "#d-env summary").click()
+        assert f"MASTER_ADDR={pods[0]}" in text_of(driver, "#sec-env")
+        screenshot(driver, "kfjob-ui-job-light")
+
+        driver.find_element(By.ID, "log-previous").click()
+        driver.find_element(By.ID, "log-start").click()
+        wait(
+            driver,
+            lambda d: "epoch 1 loss=0.91" in text_of(d, "#log-output"),
+            what="the previous container's log",
+        )
+        assert "epoch 3" not in text_of(driver, "#log-output")
+
+        confirm(driver, "suspend")
+        wait(driver, lambda d: "suspended" in text_of(d, "#action-result"), what="suspend done")
+        wait(driver, lambda d: "Suspended" in text_of(d, "#sec-summary .state"), what="Suspended")
+        wait(
+            driver,
+            lambda d: not d.find_elements(By.CSS_SELECTOR, "#pods-table tr[data-pod]"),
+            what="pods gone",
+        )
+        assert driver.find_elements(By.CSS_SELECTOR, 'form[data-action="resume"]')
+    job = await kube.get(PYTORCHJOBS, name, namespace=namespace)
+    assert job["spec"]["runPolicy"]["suspend"] is True
+    await wait_for_list(
+        kube,
+        PODS,
+        namespace=namespace,
+        label_selector=f"training.kubeflow.org/job-name={name}",
+        until=lambda p: not p,
+    )
+
+
+async def test_a_viewer_sees_their_namespace_only_and_cannot_act(
+    kube: KubeApi,
+    kubeconfig: str,
+    control_plane: ControlPlane,
+    namespace: str,
+    chromedriver: str,
+    kubeflow_crds: list[str],
+) -> None:
+    # The roles users are given (kubeflow-training-view is aggregated into view).
+    kubectl(kubeconfig, "apply", "-f", str(ROOT / "manifests" / "base" / "user-roles.yaml"))
+    other = f"{namespace}-other"
+    kubectl(kubeconfig, "create", "namespace", other)
+    try:
+        user = f"viewer-{namespace}"
+        kubectl(
+            kubeconfig, "create", "rolebinding", "viewer", "--clusterrole=view",
+            f"--user={user}", "-n", namespace,
+        )  # fmt: skip
+        viewer = Path(control_plane.user_kubeconfig(user=user))
+        config = yaml.safe_load(viewer.read_text())
+        config["contexts"][0]["context"]["namespace"] = namespace
+        viewer.write_text(yaml.safe_dump(config))
+        for ns in (namespace, other):
+            kubectl(
+                kubeconfig,
+                "create",
+                "-f",
+                "-",
+                stdin=yaml.safe_dump(pytorchjob("shared", ns, None)),
+            )
+        # The aggregated rules reach `view` through the controller-manager: wait for them.
+        await _until(
+            lambda: "yes" in _can_i(str(viewer), "list", "pytorchjobs.kubeflow.org", namespace),
+            what="view aggregating kubeflow-training-view",
+        )
+
+        with kfjob_ui(viewer) as url, browser(chromedriver, dark=True) as driver:
+            driver.get(url)
+            mine = f'tr[data-key="pytorchjobs/{namespace}/shared"]'
+            wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, mine), what="their job")
+            assert not driver.find_elements(
+                By.CSS_SELECTOR, f'tr[data-key="pytorchjobs/{other}/shared"]'
+            )
+            options = [
+                o.get_attribute("value")
+                for o in driver.find_elements(By.CSS_SELECTOR, "#filter-namespace option")
+            ]
+            assert namespace in options and other not in options, options
+            screenshot(driver, "kfjob-ui-jobs-dark")
+
+            driver.find_element(By.CSS_SELECTOR, f"{mine} a").click()
+            wait(driver, lambda d: "Live" in text_of(d, "#live"), what="the job's page")
+            for action in ("suspend", "delete"):
+                confirm(driver, action)
+                wait(
+                    driver,
+                    lambda d: "403" in text_of(d, "#action-result"),
+                    what=f"{action} refused",
+                )
+                result = text_of(driver, "#action-result")
+                assert "Forbidden" in result and f'User "{user}" cannot' in result, result
+                assert "alert-error" in str(
+                    driver.find_element(By.ID, "action-result").get_attribute("class")
+                )
+            screenshot(driver, "kfjob-ui-job-dark")
+        job = await kube.get(PYTORCHJOBS, "shared", namespace=namespace)
+        assert not (job["spec"].get("runPolicy") or {}).get("suspend")
+    finally:
+        kubectl(kubeconfig, "delete", "namespace", other, "--wait=false")
+
+
+def _can_i(kubeconfig: str, verb: str, resource: str, namespace: str) -> str:
+    run = subprocess.run(
+        [
+            find_binaries()["kubectl"],
+            f"--kubeconfig={kubeconfig}",
+            "auth",
+            "can-i",
+            verb,
+            resource,
+            "-n",
+            namespace,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return run.stdout
+
+
+async def test_the_render_page_shows_errors_at_their_lines_and_a_good_jobs_pods(
+    kubeconfig: str, chromedriver: str, kubeflow_crds: list[str]
+) -> None:
+    bad = (ROOT / "tests" / "data" / "seeds" / "distributed-pytorch-job.yaml").read_text()
+    doc = yaml.safe_load(bad)
+    doc["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = -1
+    text = yaml.safe_dump(doc, sort_keys=False)
+    line = next(i for i, ln in enumerate(text.splitlines(), 1) if "replicas: -1" in ln)
+    with kfjob_ui(kubeconfig) as url, browser(chromedriver) as driver:
+        driver.get(url + "render")
+        area = driver.find_element(By.ID, "yaml")
+        driver.execute_script("arguments[0].value = arguments[1]", area, text)
+        driver.find_element(By.CSS_SELECTOR, ".render-form button[type=submit]").click()
+        wait(driver, lambda d: d.find_elements(By.ID, "render-errors"), what="the errors")
+        assert driver.switch_to.active_element.get_attribute("id") == "render-errors"
+        at = text_of(driver, f"#L{line}")
+        assert "replicas" in at and "greater than or equal to 0" in at, at
+        screenshot(driver, "kfjob-ui-render-error-light")
+
+        area = driver.find_element(By.ID, "yaml")
+        driver.execute_script("arguments[0].value = arguments[1]", area, bad)
+        driver.find_element(By.CSS_SELECTOR, ".render-form button[type=submit]").click()
+        wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".rendered"), what="the result")
+        result = text_of(driver, ".rendered")
+        for pod in ("distributed-pytorch-job-master-0", "distributed-pytorch-job-worker-0"):
+            assert pod in result
+        screenshot(driver, "kfjob-ui-render-light")
+    if SHOTS:
+        with browser(chromedriver, dark=True) as driver, kfjob_ui(kubeconfig) as url:
+            driver.get(url + "render")
+            area = driver.find_element(By.ID, "yaml")
+            driver.execute_script("arguments[0].value = arguments[1]", area, bad)
+            driver.find_element(By.CSS_SELECTOR, ".render-form button[type=submit]").click()
+            wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".rendered"), what="the result")
+            screenshot(driver, "kfjob-ui-render-dark")
