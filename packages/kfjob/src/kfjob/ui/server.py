@@ -158,7 +158,9 @@ class Handler(BaseHTTPRequestHandler):
     def _security_headers(self) -> None:
         self.send_header("Content-Security-Policy", CSP)
         self.send_header("X-Content-Type-Options", "nosniff")
-        self.send_header("Referrer-Policy", "no-referrer")
+        # same-origin, not no-referrer: with no-referrer a browser sends a form's POST with
+        # ``Origin: null``, which check_post must refuse.
+        self.send_header("Referrer-Policy", "same-origin")
         self.send_header("Cache-Control", "no-store")
 
     def _page(self, title: str, page: str, body: str, status: int = 200) -> None:
@@ -212,11 +214,12 @@ class Handler(BaseHTTPRequestHandler):
             elif path == "/healthz":
                 self._send(200, "text/plain", b"ok\n")
             elif (m := _JOB.match(path)) and m[4] in (None, "stream"):
+                since = query.get("t", "")
                 kind = self.server.kind(m[1])
                 if kind is None:
                     self._page("Not found", "job", alert(f"no job kind {m[1]!r}"), 404)
                 elif m[4] == "stream":
-                    self._job_stream(kind, m[2], m[3])
+                    self._job_stream(kind, m[2], m[3], since)
                 else:
                     self._job_page(kind, m[2], m[3])
             elif m := _LOG.match(path):
@@ -332,20 +335,27 @@ class Handler(BaseHTTPRequestHandler):
         return job, sections
 
     def _job_page(self, kind: ServedKind, ns: str, name: str) -> None:
+        now = dt.datetime.now(dt.UTC).replace(microsecond=0)
         try:
-            job, sections = self._load(kind, ns, name, now=dt.datetime.now(dt.UTC), env_cache={})
+            job, sections = self._load(kind, ns, name, now=now, env_cache={})
         except ApiFailure as exc:
             status = exc.status if 400 <= exc.status < 600 else 502
             self._page(name, "job", alert(f"{exc.status or 'error'}: {exc.message}"), status)
             return
-        stream = f"{self.path.split('?')[0]}/stream"
+        # The stream renders ages against the page's time, so a section it sends is the same
+        # markup as the page's until the job changes (the page skips what it has already).
+        stream = f"{self.path.split('?')[0]}/stream?t={int(now.timestamp())}"
         self._page(f"{kind.kind} {name}", "job", pages.job_page(kind, job, sections, stream=stream))
 
-    def _job_stream(self, kind: ServedKind, ns: str, name: str) -> None:
+    def _job_stream(self, kind: ServedKind, ns: str, name: str, since: str) -> None:
         """The page's sections, re-sent when they change (the server looks every POLL s;
-        ages are rendered against the stream's start and kept current by the page)."""
+        ages are rendered against the page's time, ``since``, and kept current by the page)."""
         self._sse_start()
-        start = dt.datetime.now(dt.UTC)
+        start = (
+            dt.datetime.fromtimestamp(int(since), dt.UTC)
+            if since.isdigit()
+            else dt.datetime.now(dt.UTC)
+        )
         last: dict[str, str] = {}
         env_cache: dict[str, str] = {}
         quiet = 0.0

@@ -117,11 +117,21 @@ function jobPage(root) {
   source.addEventListener("error", () => {
     if (source.readyState !== EventSource.CLOSED) setStatus(live, "Disconnected; reconnecting…");
   });
+  // What the server last sent for each section, as the browser serialises it: an update with
+  // the same markup (the first one repeats the page) leaves the section, and focus, alone.
+  const seen = {};
+  const normal = document.createElement("template");
+  for (const el of document.querySelectorAll("[id^=sec-]")) seen[el.id] = el.innerHTML;
   source.addEventListener("sections", (e) => {
     const sections = JSON.parse(e.data);
+    let podsNew = false;
     for (const [id, html] of Object.entries(sections)) {
       const el = document.getElementById("sec-" + id);
       if (!el) continue;
+      normal.innerHTML = html;
+      if (seen[el.id] === normal.innerHTML) continue;
+      seen[el.id] = normal.innerHTML;
+      if (id === "pods") podsNew = true;
       const focused = document.activeElement && el.contains(document.activeElement)
         ? document.activeElement.getAttribute("data-pod") || document.activeElement.tagName : null;
       el.innerHTML = html; // server-rendered, escaped markup
@@ -131,7 +141,7 @@ function jobPage(root) {
         if (again) again.focus();
       }
     }
-    if ("pods" in sections) podsChanged();
+    if (podsNew) podsChanged();
     setStatus(live, "Live: the page follows the job.");
   });
   source.addEventListener("refused", (e) => {
@@ -273,10 +283,10 @@ function jobPage(root) {
 
 // ------------------------------------------------------------------------- start
 document.addEventListener("DOMContentLoaded", () => {
+  const job = document.getElementById("job");
+  if (job) jobPage(job); // first: it keeps the sections as the server sent them
   refreshAges();
   if (document.getElementById("jobs")) jobsPage();
-  const job = document.getElementById("job");
-  if (job) jobPage(job);
   const errors = document.getElementById("render-errors");
   if (errors) errors.focus();
 });
