@@ -31,7 +31,9 @@ def serve(
     """Serve until interrupted; prints the URL (and opens no browser)."""
     cluster = Cluster(kubeconfig=kubeconfig, context=context, namespace=namespace)
     server = UiServer(cluster, address=address, port=port, context=cluster.label)
-    if server.hosts is None or not server.hosts & {f"127.0.0.1:{server.server_address[1]}"}:
+    if address != "localhost" and (
+        server.hosts is None or f"127.0.0.1:{server.server_address[1]}" not in server.hosts
+    ):
         print(
             f"warning: serving on {address}: anyone who reaches this port acts on the cluster "
             "with your kubeconfig's rights",
