@@ -30,6 +30,7 @@ COPY packages/mpi_operator/pyproject.toml packages/mpi_operator/
 COPY packages/xgboost_operator/pyproject.toml packages/xgboost_operator/
 COPY packages/paddle_operator/pyproject.toml packages/paddle_operator/
 COPY packages/jax_operator/pyproject.toml packages/jax_operator/
+COPY packages/trainer_operator/pyproject.toml packages/trainer_operator/
 COPY packages/training_operator/pyproject.toml packages/training_operator/
 COPY packages/testing/pyproject.toml packages/testing/
 COPY packages/kfjob/pyproject.toml packages/kfjob/

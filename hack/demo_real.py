@@ -70,7 +70,17 @@ def main() -> int:
     try:
         print(kubectl("get", "nodes", "-o", "wide"))
         say("deploying the training-operator from manifests/overlays/local-real-node")
-        kubectl("apply", "--server-side", "-k", str(ROOT / "manifests/overlays/local-real-node"))
+        overlay = str(ROOT / "manifests/overlays/local-real-node")
+        # The first apply creates the CRDs; the install's ClusterTrainingRuntimes are taken by a
+        # second one, once their CRD is established (README, "Deploying to a real cluster").
+        kubectl("apply", "--server-side", "-k", overlay, check=False)
+        kubectl(
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/clustertrainingruntimes.trainer.kubeflow.org",
+        )
+        kubectl("apply", "--server-side", "-k", overlay)
         kubectl(
             "-n", "kubeflow", "rollout", "status", "deployment/training-operator", "--timeout=240s"
         )

@@ -1,4 +1,5 @@
-"""Write the CRDs of every job kind served (each controller's ``crd()``) to manifests/base/crds.
+"""Write the CRDs of every kind served to manifests/base/crds: each job controller's ``crd()``,
+and the Kubeflow Trainer v2 kinds (trainer_operator.crd: TrainJob and the two runtimes).
 
 uv run python hack/gen-crds.py           # regenerate
 uv run python hack/gen-crds.py --check   # exit 1 if a committed manifest has drifted
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from jobcontroller.api.crd import crd_to_yaml
 from jobcontroller.manifests import crds
+from trainer_operator.crd import crds as trainer_crds
 from training_operator.__main__ import build_controllers
 
 CRD_DIR = Path(__file__).resolve().parent.parent / "manifests" / "base" / "crds"
@@ -22,7 +24,8 @@ def rendered() -> dict[Path, str]:
     """Every CRD manifest path with the content it should have."""
     out: dict[Path, str] = {}
     # The CRDs `<operator> crd` prints: each controller's own (one path for every operator).
-    for crd in crds(build_controllers()):
+    # The trainer kinds have no controller yet; their CRDs come from their models alone.
+    for crd in [*crds(build_controllers()), *trainer_crds()]:
         spec = crd["spec"]
         out[CRD_DIR / f"{spec['group']}_{spec['names']['plural']}.yaml"] = crd_to_yaml(crd)
     return out

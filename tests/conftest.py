@@ -16,5 +16,6 @@ CRD_DIR = ROOT / "manifests" / "base" / "crds"
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def kubeflow_crds(kube: KubeApi) -> list[str]:
-    """The three kubeflow.org CRDs from manifests/, installed and Established."""
+    """Every CRD in manifests/base/crds (the kubeflow.org job kinds, the trainer.kubeflow.org
+    TrainJob and runtimes), installed and Established."""
     return await install_crds(kube, sorted(CRD_DIR.glob("*.yaml")))

@@ -29,6 +29,10 @@ from jobcontroller.testing.controlplane import ControlPlane
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERLAY = ROOT / "manifests" / "overlays" / "local-real-node"
+TRAINER_CRDS = [
+    f"crd/{plural}.trainer.kubeflow.org"
+    for plural in ("trainjobs", "trainingruntimes", "clustertrainingruntimes")
+]
 #: The operator Deployments the overlay deploys: the default install's one, every kind in one
 #: process. (The per-framework Deployments are run as deployed by
 #: tests/e2e/test_operators_as_deployed.py.)
@@ -119,6 +123,10 @@ def control_plane(real_cluster: RealCluster) -> ControlPlane:
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def operators(real_cluster: RealCluster, kube: KubeApi) -> RealCluster:
     """The operator(s), deployed from the overlay and Available (their probes passing)."""
+    # As the README installs: the first apply creates the CRDs; the install's
+    # ClusterTrainingRuntimes are taken by a second one, once their CRD is established.
+    real_cluster.kubectl("apply", "--server-side", "-k", str(OVERLAY), check=False)
+    real_cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", *TRAINER_CRDS)
     real_cluster.kubectl("apply", "--server-side", "-k", str(OVERLAY))
     for name in OPERATORS:
         result = await asyncio.to_thread(

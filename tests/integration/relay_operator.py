@@ -1,7 +1,8 @@
 """RelayJob, example.com/v1: a toy launcher/worker kind written as a new framework would be,
 importing only what ``jobcontroller`` exports. Its Workers are pods (the base's); its Launcher
 is a batch Job and its hostfile a ConfigMap, both children the base keeps (created, patched
-back when they drift, suspended and resumed with the job, read back into the status).
+back when they drift, suspended and resumed with the job); the Launcher decides, so the job's
+state follows its Job by the base's rule (core/followjob.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from jobcontroller import (
     CONFIGMAPS,
     JOBS,
     REASON_RUNNING,
-    REASON_SUCCEEDED,
     Child,
     Children,
     Event,
@@ -27,6 +27,7 @@ from jobcontroller import (
     Resource,
     add_init_containers,
     batch_job_child,
+    is_finished,
     new_reason,
     override,
     set_condition,
@@ -107,7 +108,13 @@ class RelayJobController(JobController[RelayJob]):
         add_init_containers(template, [wait])
         spec = {"backoffLimit": 0, "template": template}
         launcher = batch_job_child(
-            job, observed, status, name=f"{job.name}-launcher", rtype=LAUNCHER, spec=spec
+            job,
+            observed,
+            status,
+            name=f"{job.name}-launcher",
+            rtype=LAUNCHER,
+            spec=spec,
+            decides=True,
         )
         return Children(kinds=frozenset({"ConfigMap", "Job"}), wanted=[hostfile, launcher])
 
@@ -120,19 +127,12 @@ class RelayJobController(JobController[RelayJob]):
         replicas: Mapping[str, ReplicaPods],
         now: dt.datetime,
     ) -> list[Event]:
+        """Running while the Launcher runs; its end is the job's (the base's rule)."""
         launcher = status.replica_statuses.get(LAUNCHER)
-        if launcher is None:
-            return []
-        kind = RelayJob.KIND
-        if launcher.succeeded > 0:
-            message = f"{kind} {job.name} is successfully completed."
-            reason, cond = REASON_SUCCEEDED, JobConditionType.SUCCEEDED
-        elif launcher.active > 0:
-            message = f"{kind} {job.name} is running."
-            reason, cond = REASON_RUNNING, JobConditionType.RUNNING
-        else:
-            return []
-        set_condition(
-            status, cond_type=cond, reason=new_reason(kind, reason), message=message, now=now
-        )
+        if launcher is not None and launcher.active > 0 and not is_finished(status):
+            reason = new_reason(RelayJob.KIND, REASON_RUNNING)
+            message = f"{RelayJob.KIND} {job.name} is running."
+            set_condition(
+                status, cond_type=JobConditionType.RUNNING, reason=reason, message=message, now=now
+            )
         return []

@@ -128,3 +128,9 @@ async def test_relayjob_children_follow_the_job(
         )
         assert done is not None
         assert done["status"]["replicaStatuses"]["Launcher"]["succeeded"] == 1
+        # The base's rule for a deciding child Job, in its words; no code of RelayJob's.
+        [succeeded] = [c for c in done["status"]["conditions"] if c["type"] == "Succeeded"]
+        assert (succeeded["reason"], succeeded["message"]) == (
+            "RelayJobSucceeded",
+            f"RelayJob {ns}/{name} successfully completed.",
+        )

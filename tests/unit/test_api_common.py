@@ -18,6 +18,7 @@ from jobcontroller.api import (
     RunPolicy,
     canonical_replica_types,
     format_time,
+    replica_port,
     set_default_port,
 )
 from tf_operator.api import TFJob
@@ -198,3 +199,26 @@ def test_set_default_port_keeps_a_user_port_and_falls_back_to_container_zero() -
     empty: dict[str, Any] = {}
     set_default_port(empty, container_name="tensorflow", port_name="tfjob-port", port=2222)
     assert empty == {}
+
+
+def _ported(*containers: dict[str, Any]) -> TFJob:
+    template = {"spec": {"containers": list(containers)}}
+    return TFJob.parse(_raw_job(tfReplicaSpecs={"Worker": {"template": template}}))
+
+
+def test_replica_port_reads_the_named_port_of_the_default_container() -> None:
+    def port(*containers: dict[str, Any]) -> int:
+        job = _ported(*containers)
+        return replica_port(job, "Worker", port_name="tfjob-port", default=2222)
+
+    ports = [{"name": "other", "containerPort": 1}, {"name": "tfjob-port", "containerPort": 3000}]
+    assert port({"name": "tensorflow", "ports": ports}) == 3000
+    # Only the default container counts, as in v1.9, even where defaulting put the port on
+    # the first one.
+    assert port({"name": "main", "ports": ports}) == 2222
+    assert port({"name": "tensorflow"}) == 2222
+    # The first port of that name wins, whatever its number (v1.9 returns it as it is).
+    zero = [{"name": "tfjob-port", "containerPort": 0}, {"name": "tfjob-port", "containerPort": 5}]
+    assert port({"name": "tensorflow", "ports": zero}) == 0
+    job = _ported({"name": "tensorflow"})
+    assert replica_port(job, "Chief", port_name="tfjob-port", default=2222) == 2222

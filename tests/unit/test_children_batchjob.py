@@ -104,3 +104,39 @@ def test_counts_become_the_replica_status() -> None:
     )
     counts = child_replica_statuses([child], observed)["Launcher"]
     assert (counts.active, counts.succeeded, counts.failed) == (1, 0, 2)
+
+
+def _carried(**run_policy: Any) -> Obj:
+    job = TFJob.parse(
+        {
+            "metadata": {"name": "toy", "namespace": "ns", "uid": "u"},
+            "spec": {
+                "runPolicy": run_policy,
+                "tfReplicaSpecs": {"Worker": {"replicas": 1, "template": {}}},
+            },
+        }
+    )
+    child = batch_job_child(
+        job, Observed(), JobStatus(), name="toy-launcher", spec=SPEC, carries_run_policy=True
+    )
+    return child.body
+
+
+def test_a_job_that_carries_the_run_policy_enforces_it() -> None:
+    body = _carried(backoffLimit=2, activeDeadlineSeconds=30, ttlSecondsAfterFinished=60)
+    spec = {k: v for k, v in body["spec"].items() if k != "template"}
+    assert spec == {
+        "backoffLimit": 2,
+        "activeDeadlineSeconds": 30,
+        "ttlSecondsAfterFinished": 60,
+        "suspend": False,
+    }
+    assert "annotations" not in body["metadata"]
+    assert set(_carried()["spec"]) == {"template", "suspend"}  # Kubernetes' defaults
+
+
+def test_under_a_whole_gang_restart_the_base_counts_the_retries() -> None:
+    body = _carried(backoffLimit=2, restartScope="All")
+    # A failed pod fails the Job at once; the gang restart is the base's, under backoffLimit.
+    assert body["spec"]["backoffLimit"] == 0
+    assert body["metadata"]["annotations"] == {"training.kubeflow.org/gang-generation": "0"}

@@ -36,7 +36,7 @@ def test_committed_manifest_matches_the_models(path: Path) -> None:
     )
 
 
-def test_manifests_are_the_six_kubeflow_crds() -> None:
+def test_manifests_are_the_six_kubeflow_crds_and_the_three_trainer_ones() -> None:
     names = sorted(p.name for p in RENDERED)
     assert names == [
         "kubeflow.org_jaxjobs.yaml",
@@ -45,6 +45,9 @@ def test_manifests_are_the_six_kubeflow_crds() -> None:
         "kubeflow.org_pytorchjobs.yaml",
         "kubeflow.org_tfjobs.yaml",
         "kubeflow.org_xgboostjobs.yaml",
+        "trainer.kubeflow.org_clustertrainingruntimes.yaml",
+        "trainer.kubeflow.org_trainingruntimes.yaml",
+        "trainer.kubeflow.org_trainjobs.yaml",
     ]
     for path in RENDERED:
         docs = yamlfast.load_all(path.read_text())

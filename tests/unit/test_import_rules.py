@@ -18,6 +18,7 @@ FRAMEWORKS = [
         "xgboost_operator",
         "paddle_operator",
         "jax_operator",
+        "trainer_operator",
         "training_operator",
     )
 ]
@@ -166,4 +167,11 @@ def test_no_import_cycles_inside_jobcontroller() -> None:
     graph = import_graph(COMMON)
     assert "jobcontroller.controller.base" in graph  # the graph covers the package
     assert graph["jobcontroller.controller.base"] >= {"jobcontroller.core.planner"}
+    assert cycles(graph) == []
+
+
+def test_no_import_cycles_inside_trainer_operator() -> None:
+    root = ROOT / "packages" / "trainer_operator" / "src" / "trainer_operator"
+    graph = import_graph(root)
+    assert graph["trainer_operator.crd"] >= {"trainer_operator.api", "trainer_operator.runtime"}
     assert cycles(graph) == []

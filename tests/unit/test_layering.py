@@ -18,6 +18,7 @@ FRAMEWORKS = (
     "xgboost_operator",
     "paddle_operator",
     "jax_operator",
+    "trainer_operator",
 )
 
 

@@ -263,3 +263,33 @@ def test_every_deployment_runs_the_image_the_base_sets(overlay: tuple[str, list[
         assert images == {"jobcontroller.local/kubeflow-operators-py:local"}
     else:
         assert images == {"ghcr.io/example/kubeflow-operators-py:0.1.0"}
+
+
+def test_every_install_has_v2_3_0s_torch_jax_and_xgboost_runtimes(
+    overlay: tuple[str, list[Obj]],
+) -> None:
+    """Kubeflow Trainer's runtimes come with every install, as v2.3.0's overlays/runtimes
+    installs them: its objects, the xgboost image at the release tag, the labels it adds."""
+    _, objects = overlay
+    upstream = {
+        doc["metadata"]["name"]: doc
+        for path in sorted((ROOT / "tests/data/trainer-v2.3.0/runtimes").glob("*.yaml"))
+        for doc in yamlfast.load_all(path.read_text())
+    }
+    runtimes = {r["metadata"]["name"]: r for r in _of_kind(objects, "ClusterTrainingRuntime")}
+    assert sorted(runtimes) == ["jax-distributed", "torch-distributed", "xgboost-distributed"]
+    for name, runtime in runtimes.items():
+        labels = runtime["metadata"]["labels"]
+        assert labels["trainer.kubeflow.org/webhook-validation"] == "disabled"
+        assert (
+            labels["trainer.kubeflow.org/framework"]
+            == upstream[name]["metadata"]["labels"]["trainer.kubeflow.org/framework"]
+        )
+        expected = upstream[name]["spec"]
+        if name == "xgboost-distributed":
+            [job] = expected["template"]["spec"]["replicatedJobs"]
+            [node] = job["template"]["spec"]["template"]["spec"]["containers"]
+            node["image"] = "ghcr.io/kubeflow/trainer/xgboost-runtime:v2.3.0"
+        assert runtime["spec"] == expected
+    crds = {c["metadata"]["name"] for c in _of_kind(objects, "CustomResourceDefinition")}
+    assert {f"{p}.trainer.kubeflow.org" for p in ("trainjobs", "clustertrainingruntimes")} <= crds

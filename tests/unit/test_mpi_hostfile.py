@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from test_mpi_plan import Cluster, mpijob
 
 from mpi_operator.api import MPIJob, default_mpijob
 from mpi_operator.hostfile import (
@@ -74,10 +75,15 @@ def test_discover_hosts_always_names_a_working_launcher() -> None:
 
 def test_config_map_holds_both_files_and_is_owned() -> None:
     body = config_map(job(), running_workers=["pi-worker-0"], cluster_domain="")
-    assert body["metadata"]["name"] == "pi-config"
-    assert body["metadata"]["labels"] == {"app": "pi", "training.kubeflow.org/job-name": "pi"}
-    assert body["metadata"]["ownerReferences"][0]["controller"] is True
     assert set(body["data"]) == {"hostfile", "discover_hosts.sh"}
+    # As created (the base adds the name, the job-name label and the owner).
+    cluster = Cluster(mpijob())
+    cluster.step()
+    for kind, name in (("ConfigMap", "pi-config"), ("Secret", "pi-ssh"), ("Service", "pi")):
+        meta = cluster.get(kind, name)["metadata"]
+        assert meta["labels"] == {"app": "pi", "training.kubeflow.org/job-name": "pi"}
+        [owner] = meta["ownerReferences"]
+        assert (owner["kind"], owner["name"], owner["controller"]) == ("MPIJob", "pi", True)
 
 
 def test_dns_search_domain_honours_a_custom_cluster_domain() -> None:
@@ -89,7 +95,6 @@ def test_dns_search_domain_honours_a_custom_cluster_domain() -> None:
 def test_service_selects_launcher_and_workers(as_worker: bool) -> None:
     spec = job(runLauncherAsWorker=as_worker)
     service = job_service(spec)
-    assert service["metadata"]["name"] == "pi"
     assert service["spec"] == {
         "clusterIP": "None",
         "selector": {

@@ -1,4 +1,5 @@
-"""The launcher Job, the worker wiring, the MPI environment and the launcher's verdict."""
+"""The launcher Job, the worker wiring and the MPI environment (the launcher's verdict is the
+base's: test_followjob.py)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,14 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from test_mpi_plan import Cluster, mpijob
 
 from jobcontroller import PlanConfig
-from jobcontroller.api import JobStatus
 from mpi_operator.api import MPIJob, default_mpijob
 from mpi_operator.launcher import (
-    apply_launcher_status,
     configure_worker,
     launcher_env,
-    launcher_job,
+    launcher_template,
 )
 
 NOW = dt.datetime(2024, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
@@ -84,6 +84,13 @@ def test_a_working_launcher_keeps_its_gpus() -> None:
     assert "NVIDIA_VISIBLE_DEVICES" not in names(launcher_env(job(runLauncherAsWorker=True)))
 
 
+def launcher_job(**spec: Any) -> dict[str, Any]:
+    """The launcher Job as the operator creates it."""
+    cluster = Cluster(mpijob(**spec))
+    cluster.settle()
+    return cluster.get("Job", "pi-launcher")
+
+
 def test_launcher_job_carries_the_run_policy() -> None:
     run_policy = {
         "backoffLimit": 2,
@@ -91,8 +98,9 @@ def test_launcher_job_carries_the_run_policy() -> None:
         "ttlSecondsAfterFinished": 60,
         "suspend": True,
     }
-    body = launcher_job(job(runPolicy=run_policy), config=PlanConfig()).body
-    assert body["metadata"]["name"] == "pi-launcher"
+    body = launcher_job(runPolicy=run_policy)
+    assert body["metadata"]["labels"] == {"app": "pi", "training.kubeflow.org/job-name": "pi"}
+    assert "annotations" not in body["metadata"]
     spec = body["spec"]
     assert {k: v for k, v in spec.items() if k != "template"} == {
         "backoffLimit": 2,
@@ -104,15 +112,16 @@ def test_launcher_job_carries_the_run_policy() -> None:
 
 
 def test_launcher_job_without_run_policy_leaves_kubernetes_defaults() -> None:
-    spec = launcher_job(job(), config=PlanConfig()).body["spec"]
-    assert set(spec) == {"podReplacementPolicy", "template"}
+    spec = launcher_job()["spec"]
+    assert set(spec) == {"podReplacementPolicy", "suspend", "template"}
+    assert spec["suspend"] is False
 
 
 def test_launcher_template_wiring() -> None:
-    built = launcher_job(
+    built = launcher_template(
         job({"restartPolicy": "Never"}, runLauncherAsWorker=True), config=PlanConfig()
     )
-    template = built.body["spec"]["template"]
+    template = built.body
     assert not built.template_restart_policy
     assert template["metadata"]["labels"] == {
         "training.kubeflow.org/operator-name": "mpi-operator",
@@ -134,16 +143,16 @@ def test_launcher_template_wiring() -> None:
 def test_template_restart_policy_is_overridden_and_reported() -> None:
     mpi = job()
     mpi.spec.mpi_replica_specs["Launcher"].template["spec"]["restartPolicy"] = "Always"
-    built = launcher_job(mpi, config=PlanConfig())
+    built = launcher_template(mpi, config=PlanConfig())
     assert built.template_restart_policy
-    assert built.body["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+    assert built.body["spec"]["restartPolicy"] == "OnFailure"
 
 
 def test_host_network_launcher_keeps_cluster_dns_and_joins_the_gang() -> None:
     mpi = job()
     mpi.spec.mpi_replica_specs["Launcher"].template["spec"]["hostNetwork"] = True
     config = PlanConfig(gang_scheduler_name="volcano", pod_group_available=True)
-    template = launcher_job(mpi, config=config).body["spec"]["template"]
+    template = launcher_template(mpi, config=config).body
     assert template["spec"]["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert template["spec"]["schedulerName"] == "volcano"
     assert template["metadata"]["annotations"]["scheduling.k8s.io/group-name"] == "pi"
@@ -168,88 +177,3 @@ def test_worker_with_its_own_args_keeps_them() -> None:
     template: dict[str, Any] = {"spec": {"containers": [{"name": "w", "args": ["serve"]}]}}
     configure_worker(template, job=job(), index=0, config=PlanConfig())
     assert "command" not in template["spec"]["containers"][0]
-
-
-def launcher_obj(*conditions: dict[str, str], **status: Any) -> dict[str, Any]:
-    return {
-        "metadata": {"name": "pi-launcher", "uid": "j"},
-        "spec": {},
-        "status": {"conditions": list(conditions), **status},
-    }
-
-
-def pod(phase: str, created: str, **status: str) -> dict[str, Any]:
-    return {
-        "metadata": {"creationTimestamp": created},
-        "status": {"phase": phase, **status},
-    }
-
-
-def test_running_launcher_counts_running_pods_only() -> None:
-    status = JobStatus()
-    pods = [pod("Running", "t1"), pod("Pending", "t2")]
-    assert (
-        apply_launcher_status(job(), status, launcher_obj(active=2), pods, now=NOW, final=True)
-        == []
-    )
-    assert status.replica_statuses["Launcher"].active == 1
-    assert status.conditions == []
-
-
-def test_complete_launcher_succeeds_the_job_at_its_completion_time() -> None:
-    status = JobStatus()
-    launcher = launcher_obj(
-        {"type": "Complete", "status": "True"}, completionTime="2024-01-01T11:59:00Z", succeeded=1
-    )
-    events = apply_launcher_status(job(), status, launcher, [], now=NOW, final=True)
-    assert [e.reason for e in events] == ["MPIJobSucceeded"]
-    assert status.is_condition_true("Succeeded")
-    assert status.completion_time == dt.datetime(2024, 1, 1, 11, 59, tzinfo=dt.UTC)
-    counts = status.replica_statuses["Launcher"]
-    assert (counts.active, counts.succeeded) == (0, 1)
-
-
-def test_backoff_limit_failure_names_the_last_failed_pod() -> None:
-    status = JobStatus()
-    failed = {
-        "type": "Failed",
-        "status": "True",
-        "reason": "BackoffLimitExceeded",
-        "message": "Job has reached the specified backoff limit",
-    }
-    pods = [
-        pod("Failed", "2024-01-01T11:00:00Z", reason="OOMKilled", message="first"),
-        pod("Failed", "2024-01-01T11:30:00Z", reason="Evicted", message="node pressure"),
-    ]
-    events = apply_launcher_status(
-        job(), status, launcher_obj(failed, failed=2), pods, now=NOW, final=True
-    )
-    cond = status.condition("Failed")
-    assert cond is not None and cond.reason == "BackoffLimitExceeded/Evicted"
-    assert cond.message == "Job has reached the specified backoff limit: node pressure"
-    assert [(e.type, e.reason) for e in events] == [("Warning", "BackoffLimitExceeded/Evicted")]
-    assert status.replica_statuses["Launcher"].failed == 2 and status.completion_time == NOW
-
-
-def test_failure_without_pod_details_keeps_the_jobs_reason() -> None:
-    status = JobStatus()
-    failed = {"type": "Failed", "status": "True", "reason": "DeadlineExceeded", "message": "x"}
-    apply_launcher_status(job(), status, launcher_obj(failed), [], now=NOW, final=True)
-    cond = status.condition("Failed")
-    assert cond is not None and (cond.reason, cond.message) == ("DeadlineExceeded", "x")
-
-
-def test_long_failure_messages_are_truncated() -> None:
-    status = JobStatus()
-    failed = {"type": "Failed", "status": "True", "reason": "R", "message": "m" * 2000}
-    apply_launcher_status(job(), status, launcher_obj(failed), [], now=NOW, final=True)
-    cond = status.condition("Failed")
-    assert cond is not None and cond.message is not None
-    assert len(cond.message) == 1024 and cond.message.endswith("...")
-
-
-def test_suspended_job_only_counts() -> None:
-    status = JobStatus()
-    done = launcher_obj({"type": "Complete", "status": "True"})
-    assert apply_launcher_status(job(), status, done, [], now=NOW, final=False) == []
-    assert status.conditions == [] and status.replica_statuses["Launcher"].succeeded == 1

@@ -7,6 +7,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
+from test_mpi_plan import Cluster, mpijob
 
 from jobcontroller import CreateObject
 from mpi_operator.api import MPIJob, default_mpijob
@@ -41,9 +42,10 @@ def test_key_pair_is_p521_with_a_matching_authorized_key() -> None:
 
 
 def test_planned_secret_has_no_keys_and_materializing_adds_fresh_ones() -> None:
-    planned = ssh_secret(job())
-    assert planned["type"] == "kubernetes.io/ssh-auth"
-    assert planned["metadata"]["name"] == "pi-ssh" and "data" not in planned
+    [action] = [a for a in Cluster(mpijob()).plan().actions if a.kind == "Secret"]
+    assert isinstance(action, CreateObject) and action.name == "pi-ssh"
+    planned = action.body
+    assert planned["type"] == "kubernetes.io/ssh-auth" and "data" not in planned
     first, second = with_key_pair(planned), with_key_pair(planned)
     assert "data" not in planned  # the plan is not modified
     assert has_key_pair(first) and first["data"] != second["data"]

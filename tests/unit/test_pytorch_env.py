@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pytorch_operator.api import PyTorchJob, default_pytorchjob
-from pytorch_operator.env import add_env, pod_env
+from pytorch_operator.env import pod_env
 
 
 def _replica(replicas: int, *, port: int | None = None) -> dict[str, Any]:
@@ -117,6 +117,9 @@ def test_deprecated_elastic_nproc_is_passed_on_and_counts_in_the_world_size() ->
 def test_every_container_gets_the_env_and_the_operators_values_win() -> None:
     # v1.9 appends its values after the user's and the kubelet takes the last: the operator's
     # MASTER_PORT is the one the process, PET_MASTER_PORT and the init container all agree on.
+    from jobcontroller import PlanConfig
+    from pytorch_operator.controller import PyTorchJobController
+
     template: dict[str, Any] = {
         "spec": {
             "containers": [
@@ -131,17 +134,17 @@ def test_every_container_gets_the_env_and_the_operators_values_win() -> None:
             ]
         }
     }
-    add_env(template, [("MASTER_PORT", "23456"), ("RANK", "1")])
+    job = _job({"Master": _replica(1)})
+    PyTorchJobController().set_cluster_spec(
+        job, template, rtype="Master", index=0, config=PlanConfig()
+    )
     pytorch, sidecar = template["spec"]["containers"]
-    assert pytorch["env"] == [
-        {"name": "DATA", "value": "/data"},
-        {"name": "MASTER_PORT", "value": "23456"},
-        {"name": "RANK", "value": "1"},
+    operators = [
+        {"name": name, "value": value} for name, value in pod_env(job, rtype="Master", index=0)
     ]
-    assert sidecar["env"] == [
-        {"name": "MASTER_PORT", "value": "23456"},
-        {"name": "RANK", "value": "1"},
-    ]
+    assert {"name": "MASTER_PORT", "value": "23456"} in operators
+    assert pytorch["env"] == [{"name": "DATA", "value": "/data"}, *operators]
+    assert sidecar["env"] == operators
 
 
 def test_worker_zero_has_the_master_role_when_there_is_no_master() -> None:

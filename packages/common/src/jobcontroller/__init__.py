@@ -1,7 +1,7 @@
 """Kubeflow-compatible job controller library.
 
 A v1 framework operator subclasses :class:`JobController` and supplies its hooks (see
-:class:`Framework`); a kind with an API of its own (TrainJob) subclasses :class:`Reconciler`
+:class:`FrameworkOf`); a kind with an API of its own (TrainJob) subclasses :class:`Reconciler`
 with its own planner; ``run_job_operator`` is its whole ``main``. The status-rule helpers
 (``set_condition``, ``exit_code_of``...) and plan types come from :mod:`jobcontroller.core`.
 Framework packages import only from here, :mod:`jobcontroller.api` and
@@ -46,7 +46,6 @@ from jobcontroller.core import (
     DeleteObject,
     Event,
     ExtraObjects,
-    Framework,
     FrameworkOf,
     GangFlavor,
     JobMetric,
@@ -83,12 +82,16 @@ from jobcontroller.core import (
     owner_reference,
     phase,
     plan,
+    pod_reason,
     pods_by_rtype,
+    pods_in_range,
     reconcile_children,
     replica_index,
     replica_labels,
     replica_name,
+    replica_ready,
     replica_selector,
+    replica_slots,
     restart_all,
     restart_count,
     semantically_equal,
@@ -174,7 +177,6 @@ __all__ = [
     "DeleteObject",
     "Event",
     "ExtraObjects",
-    "Framework",
     "FrameworkOf",
     "GangFlavor",
     "JobController",
@@ -228,12 +230,16 @@ __all__ = [
     "phase",
     "plan",
     "plan_config",
+    "pod_reason",
     "pods_by_rtype",
+    "pods_in_range",
     "reconcile_children",
     "replica_index",
     "replica_labels",
     "replica_name",
+    "replica_ready",
     "replica_selector",
+    "replica_slots",
     "restart_all",
     "restart_count",
     "run_job_operator",

@@ -17,34 +17,20 @@ drop the user's definition instead of shadowing it, so a pod has one definition 
 
 from __future__ import annotations
 
-from jax_operator.api import JAX_CONTAINER_NAME, JAX_PORT, JAX_PORT_NAME, JAXJob, JAXReplicaType
+from jax_operator.api import JAX_PORT, JAX_PORT_NAME, JAXJob, JAXReplicaType
+from jobcontroller.api import replica_port
 
-__all__ = ["coordinator_port", "pod_env"]
-
-
-def coordinator_port(job: JAXJob) -> int:
-    """The ``jaxjob-port`` of the Worker's ``jax`` container (``getPortFromJAXJob``).
-
-    Defaulting always puts one there; v1.9 refuses to create pods without it, ours falls back
-    to the default port.
-    """
-    spec = job.spec.jax_replica_specs.get(JAXReplicaType.WORKER)
-    template = spec.template if spec is not None else {}
-    for container in (template.get("spec") or {}).get("containers") or []:
-        if container.get("name") != JAX_CONTAINER_NAME:
-            continue
-        for port in container.get("ports") or []:
-            if port.get("name") == JAX_PORT_NAME and port.get("containerPort"):
-                return int(port["containerPort"])
-    return JAX_PORT
+__all__ = ["pod_env"]
 
 
 def pod_env(job: JAXJob, *, index: int) -> list[tuple[str, str]]:
     """The variables for the pod at ``index`` of a defaulted job, in v1.9's order."""
     total = sum(spec.replicas or 0 for spec in job.spec.jax_replica_specs.values())
+    # The Worker's jaxjob-port (getPortFromJAXJob); defaulting always puts one there.
+    port = replica_port(job, JAXReplicaType.WORKER, port_name=JAX_PORT_NAME, default=JAX_PORT)
     return [
         ("PYTHONUNBUFFERED", "1"),
-        ("COORDINATOR_PORT", str(coordinator_port(job))),
+        ("COORDINATOR_PORT", str(port)),
         ("COORDINATOR_ADDRESS", f"{job.name}-worker-0"),
         ("NUM_PROCESSES", str(total)),
         ("PROCESS_ID", str(index)),

@@ -1,13 +1,15 @@
 """MPIJob, `kubeflow.org/v2beta1` (the mpi-operator API): model, defaulting, validation and CRD.
 
 Only v2beta1 is served; training-operator's `kubeflow.org/v1` MPIJob is deliberately absent,
-since one cluster cannot serve both CRDs under one name (kubeflow/trainer #1930).
+since one cluster cannot serve both CRDs under one name (kubeflow/trainer #1930). The replica
+rules are declared once, in `MPIJob.REPLICA_RULES`: the CRD's CEL and `validate_mpijob`'s
+checks are both made from them.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
@@ -18,17 +20,17 @@ from jobcontroller.api import (
     CleanPodPolicy,
     JobModel,
     JobSpec,
+    KnownTypes,
+    ReplicaRules,
+    Replicas,
     ReplicaSpec,
+    Required,
+    RestartPolicies,
     RestartPolicy,
+    replica_rule_errors,
+    replica_specs_path,
 )
-from jobcontroller.api.crd import (
-    CRD_DEFAULT_KEY,
-    MAX_REPLICA_TYPES,
-    build_crd,
-    cel_managed_by_rule,
-    cel_ratcheted,
-    cel_root_rules,
-)
+from jobcontroller.api.crd import CRD_DEFAULT_KEY, build_crd, cel_ratcheted, cel_root_rules
 from jobcontroller.api.validation import (
     DNS1035_MESSAGE,
     MAX_DNS_LABEL_LENGTH,
@@ -74,37 +76,13 @@ class MPIImplementation(StrEnum):
     MPICH = "MPICH"
 
 
-_REPLICA_TYPES: tuple[str, ...] = tuple(MPIReplicaType)
-_SPECS = "spec.mpiReplicaSpecs"
-_RESTART_POLICIES = (RestartPolicy.NEVER, RestartPolicy.ON_FAILURE)
-_MSG_TYPES = "replica types must be Launcher or Worker"
-_MSG_LAUNCHER = "a Launcher replica spec is required"
-_MSG_LAUNCHER_REPLICAS = "Launcher replicas must be 1"
-# Defaulting sets an omitted Worker.replicas to 0, which validation then rejects; saying so at
-# admission spares the user a job that is accepted and then never runs.
-_MSG_WORKER = "Worker replicas must be set to at least 1"
-_MSG_RESTART = "must be Never or OnFailure (MPIJob does not support Always or ExitCode)"
 _MSG_LAUNCHER_NAME = (
     f"too long: the launcher's host name <name>-launcher must be at most "
     f"{MAX_DNS_LABEL_LENGTH} characters"
 )
 
-_REPLICA_RULES: list[Any] = [
-    {
-        "rule": "!has(self.restartPolicy) || self.restartPolicy in ['Never', 'OnFailure']",
-        "message": _MSG_RESTART,
-        "fieldPath": ".restartPolicy",
-    }
-]
-
 
 class MPIJobSpec(JobSpec):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [cel_managed_by_rule(allowed=MANAGED_BY_VALUES)]
-        }
-    )
-
     # The CRD stores mpi-operator's defaults, as its own CRD does (the operator defaults them
     # too, for objects stored before the CRD had them).
     slots_per_worker: int | None = Field(
@@ -140,34 +118,8 @@ class MPIJobSpec(JobSpec):
         ),
         json_schema_extra={CRD_DEFAULT_KEY: "OpenMPI"},
     )
-    mpi_replica_specs: dict[
-        str,
-        Annotated[
-            ReplicaSpec, Field(json_schema_extra={"x-kubernetes-validations": _REPLICA_RULES})
-        ],
-    ] = Field(
-        description="Replica specs keyed by type: Launcher (exactly 1 replica) and Worker.",
-        json_schema_extra={
-            "maxProperties": MAX_REPLICA_TYPES,
-            "x-kubernetes-validations": [
-                {"rule": "self.all(k, k in ['Launcher', 'Worker'])", "message": _MSG_TYPES},
-                {"rule": "'Launcher' in self", "message": _MSG_LAUNCHER},
-                {
-                    "rule": (
-                        "!('Launcher' in self) || !has(self['Launcher'].replicas) || "
-                        "self['Launcher'].replicas == 1"
-                    ),
-                    "message": _MSG_LAUNCHER_REPLICAS,
-                },
-                {
-                    "rule": (
-                        "!('Worker' in self) || "
-                        "(has(self['Worker'].replicas) && self['Worker'].replicas >= 1)"
-                    ),
-                    "message": _MSG_WORKER,
-                },
-            ],
-        },
+    mpi_replica_specs: dict[str, ReplicaSpec] = Field(
+        description="Replica specs keyed by type: Launcher (exactly 1 replica) and Worker."
     )
 
     @override
@@ -201,10 +153,31 @@ class MPIJob(JobModel[MPIJobSpec]):
     PLURAL: ClassVar[str] = "mpijobs"
     SINGULAR: ClassVar[str] = "mpijob"
     SHORT_NAMES: ClassVar[tuple[str, ...]] = ("mpij",)
-    REPLICA_TYPES: ClassVar[tuple[str, ...]] = _REPLICA_TYPES
+    REPLICA_TYPES: ClassVar[tuple[str, ...]] = tuple(MPIReplicaType)
     # mpi-operator uses the first container of each template.
     DEFAULT_CONTAINER_NAME: ClassVar[str | None] = None
     MANAGED_BY_SELF: ClassVar[str] = MANAGED_BY_VALUES[0]
+    REPLICA_RULES: ClassVar[ReplicaRules | None] = ReplicaRules(
+        exact=True,
+        empty=None,
+        rules=(
+            KnownTypes(message="replica types must be Launcher or Worker"),
+            Required(rtype="Launcher", message="a Launcher replica spec is required"),
+            Replicas(types=("Launcher",), min=1, max=1, message="Launcher replicas must be 1"),
+            # Defaulting sets an omitted Worker.replicas to 0, which validation then rejects;
+            # saying so at admission spares the user a job accepted that never runs.
+            Replicas(
+                types=("Worker",),
+                min=1,
+                must_set=True,
+                message="Worker replicas must be set to at least 1",
+            ),
+            RestartPolicies(
+                allowed=(RestartPolicy.NEVER, RestartPolicy.ON_FAILURE),
+                message="must be Never or OnFailure (MPIJob does not support Always or ExitCode)",
+            ),
+        ),
+    )
 
 
 def default_mpijob(job: MPIJob) -> MPIJob:
@@ -241,18 +214,6 @@ def default_mpijob(job: MPIJob) -> MPIJob:
     return job
 
 
-def _replica_errors(rtype: str, replica: ReplicaSpec) -> list[str]:
-    path = f"{_SPECS}[{rtype}]"
-    errors = container_errors(replica_type=rtype, spec=replica, path=_SPECS, default_container=None)
-    if replica.restart_policy is not None and replica.restart_policy not in _RESTART_POLICIES:
-        errors.append(f"{path}.restartPolicy: {_MSG_RESTART}")
-    if rtype == MPIReplicaType.LAUNCHER and replica.replicas not in (None, 1):
-        errors.append(f"{path}.replicas: {_MSG_LAUNCHER_REPLICAS}")
-    if rtype == MPIReplicaType.WORKER and (replica.replicas is None or replica.replicas < 1):
-        errors.append(f"{path}.replicas: {_MSG_WORKER}")
-    return errors
-
-
 def _name_errors(job: MPIJob) -> list[str]:
     errors = dns1035_label_errors(job.name, path="metadata.name")
     if errors:
@@ -279,16 +240,14 @@ def validate_mpijob(job: MPIJob, *, old: MPIJob | None = None) -> list[str]:
     Fields that defaulting fills in are only checked when set, so an undefaulted job
     is judged as the CRD judges it at admission.
     """
-    errors = _name_errors(job)
+    errors = _name_errors(job) + replica_rule_errors(job)
     spec = job.spec
-    specs = spec.mpi_replica_specs
-    if MPIReplicaType.LAUNCHER not in specs:
-        errors.append(f"{_SPECS}: {_MSG_LAUNCHER}")
-    for rtype, replica in specs.items():
-        if rtype not in _REPLICA_TYPES:
-            errors.append(f"{_SPECS}[{rtype}]: {_MSG_TYPES}")
-            continue
-        errors += _replica_errors(rtype, replica)
+    path = replica_specs_path(job)
+    for rtype, replica in spec.mpi_replica_specs.items():
+        if rtype in MPIJob.REPLICA_TYPES:  # as mpi-operator: no further look at an unknown type
+            errors += container_errors(
+                replica_type=rtype, spec=replica, path=path, default_container=None
+            )
     slots = spec.slots_per_worker
     if slots is not None and slots > MAX_PROCESSES_PER_POD:
         errors.append(f"spec.slotsPerWorker: must be at most {MAX_PROCESSES_PER_POD}, got {slots}")

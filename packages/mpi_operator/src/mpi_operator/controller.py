@@ -5,9 +5,9 @@ The rest are children the base keeps as ``children`` declares them: the job-wide
 Service, the ``<job>-config`` hostfile ConfigMap, the ``<job>-ssh`` Secret and the launcher, a
 batch/v1 Job (the base's child Job: suspended, resumed and stopped with the MPIJob) that
 carries runPolicy's backoffLimit, activeDeadlineSeconds and ttlSecondsAfterFinished.
-The job's fate follows the launcher Job (read in ``extra_objects``, which returns the status
-with the launcher's counts and verdict); eviction of a worker and the Running rule come from the
-workers (``update_status``, which runs on that status).
+The job's fate follows the launcher Job, declared as deciding (the base's rule:
+core/followjob.py, its counts and verdict); eviction of a worker and the Running rule come from
+the workers (``update_status``, which runs after it).
 
 The SSH key pair is random, so the plan only asks for the Secret and :meth:`materialize` (run
 by the executor just before the create) puts a fresh pair in it.
@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 
 from jobcontroller import (
     CONFIGMAPS,
@@ -43,19 +42,22 @@ from jobcontroller import (
     ReplicaPods,
     Setup,
     batch_job_child,
+    batch_job_done,
     is_finished,
-    is_pod_ready,
     is_terminating,
     new_reason,
     override,
     phase,
+    pod_reason,
+    pods_in_range,
+    replica_ready,
+    replica_slots,
     set_condition,
     size_message,
 )
 from jobcontroller.api import (
     JobConditionType,
     JobStatus,
-    ReplicaStatus,
 )
 from mpi_operator.api import (
     LauncherCreationPolicy,
@@ -71,15 +73,11 @@ from mpi_operator.hostfile import (
     config_map_name,
     job_service,
     launcher_name,
-    worker_name,
+    object_metadata,
 )
 from mpi_operator.launcher import (
-    apply_launcher_status,
     configure_worker,
-    job_finished,
-    launcher_job,
     launcher_template,
-    pod_reason,
 )
 from mpi_operator.metrics import MPIOperatorMetrics
 from mpi_operator.ssh import has_key_pair, secret_name, ssh_secret, with_key_pair
@@ -89,28 +87,6 @@ __all__ = ["MPIJobController"]
 CONFIG_MAP, SECRET, JOB = CONFIGMAPS.kind, SECRETS.kind, JOBS.kind
 REASON_EVICTED = "MPIJobEvicted"
 _RESTART_POLICY = "Restart policy in pod template overridden by restart policy in replica spec"
-
-
-@dataclass(frozen=True, slots=True)
-class _Owned:
-    """The MPI objects of one job found in the caches (None when absent)."""
-
-    service: Obj | None
-    config_map: Obj | None
-    secret: Obj | None
-    launcher: Obj | None
-
-    @classmethod
-    def of(cls, job: MPIJob, observed: Observed) -> _Owned:
-        def named(objs: Sequence[Obj], name: str) -> Obj | None:
-            return next((o for o in objs if o.get("metadata", {}).get("name") == name), None)
-
-        return cls(
-            service=named(observed.services, job.name),
-            config_map=named(observed.owned.get(CONFIG_MAP, ()), config_map_name(job)),
-            secret=named(observed.owned.get(SECRET, ()), secret_name(job)),
-            launcher=named(observed.owned.get(JOB, ()), launcher_name(job)),
-        )
 
 
 class MPIJobController(JobController[MPIJob]):
@@ -186,14 +162,14 @@ class MPIJobController(JobController[MPIJob]):
     @override
     def gang_objects(self, job: MPIJob, observed: Observed) -> list[tuple[str, Obj]]:
         """A whole-gang restart deletes the launcher Job (its pods go with it) too."""
-        launcher = _Owned.of(job, observed).launcher
+        launcher = observed.owned_named(JOB, launcher_name(job))
         return [(JOB, launcher)] if launcher is not None else []
 
     @override
     def gang_pods(self, job: MPIJob, observed: Observed) -> list[tuple[str, Obj]]:
         """The launcher's pods: under restartScope All its Job never retries them itself
         (backoffLimit 0), their failure restarts the gang by the Launcher's restartPolicy."""
-        launcher = _Owned.of(job, observed).launcher
+        launcher = observed.owned_named(JOB, launcher_name(job))
         if launcher is None:
             return []
         uid = str(launcher.get("metadata", {}).get("uid", ""))
@@ -246,30 +222,37 @@ class MPIJobController(JobController[MPIJob]):
     ) -> Children:
         """The job-wide Service, the hostfile ConfigMap and the SSH Secret, kept while the job
         runs and its launcher has not finished (then they are left as they are); and the
-        launcher Job, suspended and resumed with the job, stopped at clean-up."""
-        owned = _Owned.of(job, observed)
-        launcher = owned.launcher
+        launcher Job, suspended and resumed with the job, stopped at clean-up, whose end is the
+        job's (the base's rule: core/followjob.py)."""
+        launcher = observed.owned_named(JOB, launcher_name(job))
+        workers = self._workers(job, observed)
         wanted: list[Child] = []
-        if not is_finished(status) and not (launcher is not None and job_finished(launcher)):
-            running = [n for n, pod in _workers(job, observed.pods) if phase(pod) == "Running"]
+        if not is_finished(status) and not (launcher is not None and batch_job_done(launcher)):
+            running = [_name(pod) for pod in pods_in_range(workers) if phase(pod) == "Running"]
             hosts = config_map(
                 job, running_workers=running, cluster_domain=self.config.cluster_domain
             )
+            service_drift = ("spec.selector", "spec.publishNotReadyAddresses")
             wanted += [
-                _child(job_service(job), drift=("spec.selector", "spec.publishNotReadyAddresses")),
-                _child(hosts, drift=("data",)),
-                _child(ssh_secret(job), drift=(), valid=has_key_pair),
+                _child(job.name, job_service(job), drift=service_drift),
+                _child(config_map_name(job), hosts, drift=("data",)),
+                _child(secret_name(job), ssh_secret(job), drift=(), valid=has_key_pair),
             ]
-        body = launcher_job(job, config=self.config).body
+        # A replacement pod starts only once the failed one is gone: two launchers would run
+        # two mpiruns against the same workers.
+        template = launcher_template(job, config=self.config).body
         child = batch_job_child(
             job,
             observed,
             status,
             name=launcher_name(job),
-            spec=body["spec"],
-            metadata=body["metadata"],
-            create=self._may_create_launcher(job, owned, observed),
-            hold=not _may_run(job, observed),
+            spec={"podReplacementPolicy": "Failed", "template": template},
+            metadata=object_metadata(job),
+            rtype=MPIReplicaType.LAUNCHER,
+            decides=True,
+            carries_run_policy=True,
+            create=self._may_create_launcher(job, observed, workers),
+            hold=not _may_run(job, workers),
         )
         wanted.append(
             dataclasses.replace(child, operator_label=False, conflict_blocks_creation=True)
@@ -277,42 +260,37 @@ class MPIJobController(JobController[MPIJob]):
         kinds = frozenset({SERVICE, CONFIG_MAP, SECRET, JOB})
         return Children(kinds=kinds, wanted=wanted, delete_unwanted=False)
 
-    def _may_create_launcher(self, job: MPIJob, owned: _Owned, observed: Observed) -> bool:
+    def _workers(self, job: MPIJob, observed: Observed) -> ReplicaPods:
+        offset = self.replica_index_offset(job, MPIReplicaType.WORKER)
+        return replica_slots(job, observed.pods, rtype=MPIReplicaType.WORKER, offset=offset)
+
+    def _may_create_launcher(self, job: MPIJob, observed: Observed, workers: ReplicaPods) -> bool:
         """Its mounts first, so the pod does not start without them. Suspended: created
         suspended, except under WaitForWorkersReady where it waits for workers that a suspended
         job does not have (mpi-operator #615)."""
-        if owned.config_map is None or owned.secret is None:
+        mounts = ((CONFIG_MAP, config_map_name(job)), (SECRET, secret_name(job)))
+        if any(observed.owned_named(kind, name) is None for kind, name in mounts):
             return False
         if job.spec.run_policy.suspend:
             return not _waits_for_workers(job)
-        return _may_run(job, observed)
+        return _may_run(job, workers)
 
     @override
     def extra_objects(
         self, job: MPIJob, observed: Observed, status: JobStatus, *, now: dt.datetime
     ) -> ExtraObjects:
-        """What the launcher Job says about the job (its counts, its verdict)."""
-        owned = _Owned.of(job, observed)
-        launcher = owned.launcher
-        if launcher is not None:
-            # The job's fate follows the launcher: what it says goes into a copy of the status.
-            status = status.model_copy(deep=True)
-            if job_finished(launcher):
-                # mpi-operator v0.8 stops counting workers once the launcher is done: zero, not
-                # succeeded (they never exit) nor active (they are deleted).
-                status.replica_statuses[MPIReplicaType.WORKER] = ReplicaStatus()
-        decided = status if launcher is not None else None
-        if is_finished(status):
-            return ExtraObjects(status=decided)
-        events: list[Event] = []
-        creating = launcher is None and self._may_create_launcher(job, owned, observed)
-        if creating and launcher_template(job, config=self.config).template_restart_policy:
-            events.append(Event("Warning", "SetPodTemplateRestartPolicy", _RESTART_POLICY))
-        uid = str((launcher or {}).get("metadata", {}).get("uid", ""))
-        pods = observed.controlled_by(POD, uid) if launcher is not None else ()
-        final = not job.spec.run_policy.suspend
-        events += apply_launcher_status(job, status, launcher, pods, now=now, final=final)
-        return ExtraObjects(events=events, status=decided)
+        """mpi-operator's warning when it creates the launcher from a template that sets its
+        own restartPolicy (the replica's wins)."""
+        if is_finished(status) or observed.owned_named(JOB, launcher_name(job)) is not None:
+            return ExtraObjects()
+        workers = self._workers(job, observed)
+        if not self._may_create_launcher(job, observed, workers):
+            return ExtraObjects()
+        if not launcher_template(job, config=self.config).template_restart_policy:
+            return ExtraObjects()
+        return ExtraObjects(
+            events=[Event("Warning", "SetPodTemplateRestartPolicy", _RESTART_POLICY)]
+        )
 
     # ------------------------------------------------------------------ status
 
@@ -325,10 +303,11 @@ class MPIJobController(JobController[MPIJob]):
         replicas: Mapping[str, ReplicaPods],
         now: dt.datetime,
     ) -> list[Event]:
-        """Worker-side rules; the launcher's verdict was applied by ``extra_objects``."""
+        """Worker-side rules; the launcher's verdict is the base's (core/followjob.py)."""
         if is_finished(status):
             return []
-        workers = [pod for _, pod in _workers(job, _slot_pods(replicas))]
+        slots = replicas.get(MPIReplicaType.WORKER)
+        workers = pods_in_range(slots) if slots is not None else []
         evicted = sum(
             1 for pod in workers if phase(pod) == "Failed" and pod_reason(pod) == "Evicted"
         )
@@ -344,7 +323,8 @@ class MPIJobController(JobController[MPIJob]):
             return [Event("Warning", REASON_EVICTED, message)]
         launcher = status.replica_statuses.get(MPIReplicaType.LAUNCHER)
         running = sum(1 for pod in workers if phase(pod) == "Running" and not is_terminating(pod))
-        if launcher is not None and launcher.active >= 1 and running == _worker_replicas(job):
+        wanted = slots.replicas if slots is not None else 0
+        if launcher is not None and launcher.active >= 1 and running == wanted:
             message = f"MPIJob {job.key} is running."
             reason = new_reason(MPIJob.KIND, REASON_RUNNING)
             if set_condition(
@@ -358,13 +338,13 @@ class MPIJobController(JobController[MPIJob]):
 
 
 def _child(
-    body: Obj, *, drift: tuple[str, ...], valid: Callable[[Obj], bool] | None = None
+    name: str, body: Obj, *, drift: tuple[str, ...], valid: Callable[[Obj], bool] | None = None
 ) -> Child:
     """One of MPI's objects as a child: its own labels only, conflicts on the Created
     condition, a key-less Secret replaced (the create gets a fresh pair)."""
     return Child(
         kind=body["kind"],
-        name=body["metadata"]["name"],
+        name=name,
         body=body,
         drift=drift,
         prune=True,
@@ -375,47 +355,14 @@ def _child(
     )
 
 
-def _worker_replicas(job: MPIJob) -> int:
-    worker = job.spec.mpi_replica_specs.get(MPIReplicaType.WORKER)
-    return (worker.replicas or 0) if worker is not None else 0
-
-
-def _workers(job: MPIJob, pods: Sequence[Obj]) -> list[tuple[str, Obj]]:
-    """(name, pod) of the worker pods in range (not being scaled away), by name. Names are
-    read, not listed: the cost follows the pods, not the replica count."""
-    prefix, replicas = worker_name(job, 0).removesuffix("0"), _worker_replicas(job)
-    found = []
-    for pod in pods:
-        name = str(pod.get("metadata", {}).get("name"))
-        index = name[len(prefix) :] if name.startswith(prefix) else ""
-        # Canonical decimals only, as worker_name writes them ("07" is no worker's name).
-        if (
-            index.isascii()
-            and index.isdigit()
-            and str(int(index)) == index
-            and int(index) < replicas
-        ):
-            found.append((name, pod))
-    return sorted(found, key=lambda item: item[0])
-
-
-def _slot_pods(replicas: Mapping[str, ReplicaPods]) -> list[Obj]:
-    slots = replicas.get(MPIReplicaType.WORKER)
-    return [pod for pods in slots.by_index.values() for pod in pods] if slots else []
+def _name(obj: Obj) -> str:
+    return str((obj.get("metadata") or {}).get("name") or "")
 
 
 def _waits_for_workers(job: MPIJob) -> bool:
     return job.spec.launcher_creation_policy == LauncherCreationPolicy.WAIT_FOR_WORKERS_READY
 
 
-def _may_run(job: MPIJob, observed: Observed) -> bool:
+def _may_run(job: MPIJob, workers: ReplicaPods) -> bool:
     """The launcher may start: at once, or under WaitForWorkersReady once they all are."""
-    return not _waits_for_workers(job) or _workers_ready(job, observed.pods)
-
-
-def _workers_ready(job: MPIJob, pods: Sequence[Obj]) -> bool:
-    """Every worker exists and is Ready (WaitForWorkersReady)."""
-    workers = _workers(job, pods)
-    return len(workers) == _worker_replicas(job) and all(
-        not is_terminating(pod) and is_pod_ready(pod) for _, pod in workers
-    )
+    return not _waits_for_workers(job) or replica_ready(workers)

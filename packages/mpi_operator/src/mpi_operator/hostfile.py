@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from jobcontroller import JOB_NAME_LABEL, OPERATOR_NAME_LABEL, listed_names_bytes, owner_reference
+from jobcontroller import JOB_NAME_LABEL, OPERATOR_NAME_LABEL, listed_names_bytes
 from mpi_operator.api import MPIImplementation, MPIJob, MPIReplicaType
 
 __all__ = [
@@ -31,7 +31,7 @@ __all__ = [
     "hostfile",
     "job_service",
     "launcher_name",
-    "object_labels",
+    "object_metadata",
     "worker_name",
 ]
 
@@ -59,13 +59,11 @@ def config_map_name(job: MPIJob) -> str:
     return job.name + CONFIG_SUFFIX
 
 
-def object_labels(job: MPIJob) -> dict[str, str]:
-    """Labels of the Service, ConfigMap, Secret and launcher Job.
-
-    ``app`` is mpi-operator's; the job-name label is what the operator's informers select on,
-    so without it the objects would be invisible to the caches (and to the conflict check).
-    """
-    return {APP_LABEL: job.name, JOB_NAME_LABEL: job.name}
+def object_metadata(job: MPIJob) -> dict[str, Any]:
+    """The metadata of its own that the Service, ConfigMap, Secret and launcher Job carry:
+    mpi-operator's ``app`` label. The base adds name, namespace, the owner and the job-name
+    label its informers select on (core/children.py)."""
+    return {"labels": {APP_LABEL: job.name}}
 
 
 def host_fqdn(*, host: str, job: MPIJob, cluster_domain: str) -> str:
@@ -137,16 +135,12 @@ def discover_hosts(job: MPIJob, *, running_workers: Iterable[str], cluster_domai
 def config_map(
     job: MPIJob, *, running_workers: Iterable[str], cluster_domain: str
 ) -> dict[str, Any]:
-    """The ``<job>-config`` ConfigMap mounted at ``/etc/mpi`` in the launcher."""
+    """The ``<job>-config`` ConfigMap mounted at ``/etc/mpi`` in the launcher (as declared: the
+    base names it and adds the owner)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {
-            "name": config_map_name(job),
-            "namespace": job.namespace,
-            "labels": object_labels(job),
-            "ownerReferences": [owner_reference(job)],
-        },
+        "metadata": object_metadata(job),
         "data": {
             HOSTFILE_KEY: hostfile(job, cluster_domain=cluster_domain),
             DISCOVER_HOSTS_KEY: discover_hosts(
@@ -157,7 +151,7 @@ def config_map(
 
 
 def job_service(job: MPIJob) -> dict[str, Any]:
-    """The headless Service ``<job>`` over the launcher and every worker.
+    """The headless Service ``<job>`` over the launcher and every worker (as declared).
 
     It publishes not-ready addresses when the launcher is also a worker: the launcher must
     resolve its own name before it is Ready.
@@ -165,12 +159,7 @@ def job_service(job: MPIJob) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {
-            "name": job.name,
-            "namespace": job.namespace,
-            "labels": object_labels(job),
-            "ownerReferences": [owner_reference(job)],
-        },
+        "metadata": object_metadata(job),
         "spec": {
             "clusterIP": "None",
             "selector": {OPERATOR_NAME_LABEL: OPERATOR_NAME, JOB_NAME_LABEL: job.name},

@@ -1,43 +1,27 @@
-"""The pods of an MPIJob: the launcher as a batch/v1 Job, the wiring of each worker pod, and
-how the launcher Job's status becomes the MPIJob's.
+"""The pods of an MPIJob: the launcher's pod template and the wiring of each worker pod.
 
 The launcher runs ``mpirun``, which reaches the workers over SSH using the hostfile mounted at
 ``/etc/mpi``; the implementation-specific environment tells each MPI where that file is and
-how many slots a host has. Retries, the deadline and the TTL are the launcher Job's: the
-operator passes runPolicy through, the Kubernetes Job controller enforces it, and the MPIJob
-succeeds or fails when the launcher Job does, with its reason.
+how many slots a host has. The launcher is a batch/v1 Job, the base's child Job (see the
+controller): it carries runPolicy (retries, the deadline, the TTL), the Kubernetes Job
+controller enforces it, and the MPIJob succeeds or fails when the launcher Job does.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from jobcontroller import (
-    GANG_GENERATION_ANNOTATION,
     JOB_NAME_LABEL,
     JOB_ROLE_LABEL,
     OPERATOR_NAME_LABEL,
-    REASON_FAILED,
-    REASON_SUCCEEDED,
     REPLICA_INDEX_LABEL,
-    Event,
     GangFlavor,
     Obj,
     PlanConfig,
-    batch_job_condition,
-    batch_job_done,
     build_template,
-    gang_generation,
-    new_reason,
-    owner_reference,
-    phase,
-    restart_all,
-    set_condition,
 )
-from jobcontroller.api import JobConditionType, JobStatus, ReplicaStatus, RestartPolicy
+from jobcontroller.api import RestartPolicy
 from mpi_operator.api import MPIImplementation, MPIJob, MPIReplicaType
 from mpi_operator.hostfile import (
     CONFIG_MOUNT_PATH,
@@ -47,7 +31,6 @@ from mpi_operator.hostfile import (
     config_map_name,
     dns_search_domain,
     launcher_name,
-    object_labels,
     worker_name,
 )
 from mpi_operator.ssh import mount_ssh_auth
@@ -59,14 +42,9 @@ __all__ = [
     "SSHD_COMMAND",
     "WORKER_ROLE",
     "BuiltLauncher",
-    "apply_launcher_status",
     "configure_worker",
-    "job_condition",
-    "job_finished",
     "launcher_env",
-    "launcher_job",
     "launcher_template",
-    "pod_reason",
 ]
 
 LAUNCHER_ROLE = "launcher"
@@ -78,8 +56,25 @@ SSHD_COMMAND = ("/usr/sbin/sshd", "-De")
 _HOSTFILE_PATH = f"{CONFIG_MOUNT_PATH}/{HOSTFILE_KEY}"
 _SSH_RETRIES = "-o ConnectionAttempts=10"  # workers' sshd may start after the launcher
 _READ_ONLY, _EXECUTABLE = 0o444, 0o555
-_BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
-_MESSAGE_LIMIT = 1024  # an Event's note limit
+_SLOTS = "{slots}"  # slotsPerWorker, filled in by launcher_env
+#: Where each MPI finds the hostfile, how it retries ssh, and its slots per host.
+_IMPLEMENTATION_ENV: dict[str, tuple[tuple[str, str], ...]] = {
+    MPIImplementation.OPEN_MPI: (
+        ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+        ("OMPI_MCA_orte_default_hostfile", _HOSTFILE_PATH),
+        ("OMPI_MCA_plm_rsh_args", _SSH_RETRIES),
+        ("OMPI_MCA_orte_set_default_slots", _SLOTS),
+    ),
+    MPIImplementation.INTEL: (
+        ("I_MPI_HYDRA_HOST_FILE", _HOSTFILE_PATH),
+        ("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", _SSH_RETRIES),
+        ("I_MPI_PERHOST", _SLOTS),
+    ),
+    MPIImplementation.MPICH: (
+        ("HYDRA_HOST_FILE", _HOSTFILE_PATH),
+        ("HYDRA_LAUNCH_EXTRA_ARGS", _SSH_RETRIES),
+    ),
+}
 
 
 def _env(name: str, value: str) -> dict[str, str]:
@@ -89,30 +84,12 @@ def _env(name: str, value: str) -> dict[str, str]:
 def launcher_env(job: MPIJob) -> list[dict[str, str]]:
     """The launcher's environment, appended to its first container's (in this order)."""
     slots = str(job.spec.slots_per_worker if job.spec.slots_per_worker is not None else 1)
-    env = [_env(JOB_ROLE_ENV, LAUNCHER_ROLE)]
     implementation = job.spec.mpi_implementation or MPIImplementation.OPEN_MPI
-    if implementation == MPIImplementation.OPEN_MPI:
-        env += [
-            _env("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
-            _env("OMPI_MCA_orte_default_hostfile", _HOSTFILE_PATH),
-            _env("OMPI_MCA_plm_rsh_args", _SSH_RETRIES),
-            _env("OMPI_MCA_orte_set_default_slots", slots),
-        ]
-    elif implementation == MPIImplementation.INTEL:
-        env += [
-            _env("I_MPI_HYDRA_HOST_FILE", _HOSTFILE_PATH),
-            _env("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", _SSH_RETRIES),
-            _env("I_MPI_PERHOST", slots),
-        ]
-    else:
-        env += [
-            _env("HYDRA_HOST_FILE", _HOSTFILE_PATH),
-            _env("HYDRA_LAUNCH_EXTRA_ARGS", _SSH_RETRIES),
-        ]
+    env = [(JOB_ROLE_ENV, LAUNCHER_ROLE), *_IMPLEMENTATION_ENV[implementation]]
     if not job.spec.run_launcher_as_worker:
         # A launcher that does no work must not grab GPUs a container runtime exposes anyway.
-        env += [_env("NVIDIA_VISIBLE_DEVICES", ""), _env("NVIDIA_DRIVER_CAPABILITIES", "")]
-    return env
+        env += [("NVIDIA_VISIBLE_DEVICES", ""), ("NVIDIA_DRIVER_CAPABILITIES", "")]
+    return [_env(name, value.format(slots=slots)) for name, value in env]
 
 
 def _pod_restart_policy(policy: RestartPolicy | None) -> str:
@@ -184,43 +161,6 @@ def launcher_template(job: MPIJob, *, config: PlanConfig) -> BuiltLauncher:
     return BuiltLauncher(body=built.template, template_restart_policy=built.template_restart_policy)
 
 
-def launcher_job(job: MPIJob, *, config: PlanConfig) -> BuiltLauncher:
-    """The ``<job>-launcher`` batch/v1 Job, suspended while the MPIJob is."""
-    built = launcher_template(job, config=config)
-    policy = job.spec.run_policy
-    spec: dict[str, Any] = {}
-    if policy.ttl_seconds_after_finished is not None:
-        spec["ttlSecondsAfterFinished"] = policy.ttl_seconds_after_finished
-    if policy.active_deadline_seconds is not None:
-        spec["activeDeadlineSeconds"] = policy.active_deadline_seconds
-    if restart_all(job):
-        # A failed launcher pod fails this Job at once; the operator then restarts the whole
-        # gang, counted against runPolicy.backoffLimit (jobcontroller's core/gang.py).
-        spec["backoffLimit"] = 0
-    elif policy.backoff_limit is not None:
-        spec["backoffLimit"] = policy.backoff_limit
-    # A replacement pod starts only once the failed one is gone: two launchers would run two
-    # mpiruns against the same workers.
-    spec["podReplacementPolicy"] = "Failed"
-    if policy.suspend:
-        spec["suspend"] = True
-    spec["template"] = built.body
-    body: Obj = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {
-            "name": launcher_name(job),
-            "namespace": job.namespace,
-            "labels": object_labels(job),
-            "ownerReferences": [owner_reference(job)],
-        },
-        "spec": spec,
-    }
-    if restart_all(job):
-        body["metadata"]["annotations"] = {GANG_GENERATION_ANNOTATION: str(gang_generation(job))}
-    return BuiltLauncher(body=body, template_restart_policy=built.template_restart_policy)
-
-
 def configure_worker(template: Obj, *, job: MPIJob, index: int, config: PlanConfig) -> None:
     """Wire one worker pod template (in place): role label, host name, DNS search path, sshd
     as the default command, role env and the SSH keys. The base already set the replica
@@ -237,90 +177,3 @@ def configure_worker(template: Obj, *, job: MPIJob, index: int, config: PlanConf
         container["command"] = list(SSHD_COMMAND)
     container["env"] = [*(container.get("env") or []), _env(JOB_ROLE_ENV, WORKER_ROLE)]
     mount_ssh_auth(spec, job=job)
-
-
-def apply_launcher_status(
-    job: MPIJob,
-    status: JobStatus,
-    launcher: Obj | None,
-    pods: Sequence[Obj],
-    *,
-    now: dt.datetime,
-    final: bool,
-) -> list[Event]:
-    """Set the Launcher replica counts and, unless ``final`` is False (a suspended job),
-    the job's Succeeded or Failed verdict, both read from the launcher Job and its ``pods``
-    (in place); returns the events to record."""
-    if launcher is None:
-        return []
-    launcher_status = launcher.get("status") or {}
-    succeeded = job_condition(launcher, "Complete") is not None
-    failed = job_condition(launcher, "Failed")
-    counts = ReplicaStatus(
-        active=0 if succeeded or failed else sum(1 for p in pods if phase(p) == "Running"),
-        succeeded=1 if succeeded else 0,
-        failed=int(launcher_status.get("failed") or 0),
-    )
-    if status.replica_statuses.get(MPIReplicaType.LAUNCHER) != counts:
-        status.replica_statuses[MPIReplicaType.LAUNCHER] = counts
-    if not final:
-        return []
-    if succeeded:
-        message = f"MPIJob {job.key} successfully completed."
-        reason = new_reason(MPIJob.KIND, REASON_SUCCEEDED)
-        if status.completion_time is None:
-            status.completion_time = _parse_time(launcher_status.get("completionTime")) or now
-        if set_condition(
-            status, cond_type=JobConditionType.SUCCEEDED, reason=reason, message=message, now=now
-        ):
-            return [Event("Normal", reason, message)]
-        return []
-    if failed is None:
-        return []
-    reason, message = _failure(job, failed, pods)
-    if status.completion_time is None:
-        status.completion_time = now
-    if set_condition(
-        status, cond_type=JobConditionType.FAILED, reason=reason, message=message, now=now
-    ):
-        return [Event("Warning", reason, message)]
-    return []
-
-
-def _failure(job: MPIJob, condition: Obj, pods: Sequence[Obj]) -> tuple[str, str]:
-    """Reason and message of a failed launcher Job (BackoffLimitExceeded, DeadlineExceeded...).
-
-    For BackoffLimitExceeded the last failed pod's reason and message are appended, as the
-    anchor does, but only when the pod has them (the anchor leaves a dangling ``/``)."""
-    reason = str(condition.get("reason") or new_reason(MPIJob.KIND, REASON_FAILED))
-    message = str(condition.get("message") or f"MPIJob {job.key} has failed")
-    if reason == _BACKOFF_LIMIT_EXCEEDED:
-        failed = [p for p in pods if phase(p) == "Failed"]
-        if failed:
-            last = max(failed, key=lambda p: str(p.get("metadata", {}).get("creationTimestamp")))
-            if pod_reason(last):
-                reason += "/" + pod_reason(last)
-            pod_message = str((last.get("status") or {}).get("message") or "")
-            if pod_message:
-                message += ": " + pod_message
-    if len(message) > _MESSAGE_LIMIT:
-        message = message[: _MESSAGE_LIMIT - 3] + "..."
-    return reason, message
-
-
-job_condition = batch_job_condition
-job_finished = batch_job_done
-
-
-def pod_reason(pod: Obj) -> str:
-    """``status.reason`` of a pod: Evicted, DeadlineExceeded..."""
-    return str((pod.get("status") or {}).get("reason") or "")
-
-
-def _parse_time(value: object) -> dt.datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None

@@ -12,9 +12,8 @@ import base64
 import copy
 from typing import Any
 
-from jobcontroller import owner_reference
 from mpi_operator.api import DEFAULT_SSH_AUTH_MOUNT_PATH, MPIJob
-from mpi_operator.hostfile import object_labels
+from mpi_operator.hostfile import object_metadata
 
 __all__ = [
     "PRIVATE_KEY",
@@ -70,17 +69,13 @@ def generate_key_pair() -> tuple[bytes, bytes]:
 
 
 def ssh_secret(job: MPIJob) -> dict[str, Any]:
-    """The Secret as planned: everything but the keys (see :func:`with_key_pair`)."""
+    """The Secret as declared: everything but the keys (see :func:`with_key_pair`); the base
+    names it and adds the owner."""
     return {
         "apiVersion": "v1",
         "kind": "Secret",
         "type": SECRET_TYPE,
-        "metadata": {
-            "name": secret_name(job),
-            "namespace": job.namespace,
-            "labels": object_labels(job),
-            "ownerReferences": [owner_reference(job)],
-        },
+        "metadata": object_metadata(job),
     }
 
 

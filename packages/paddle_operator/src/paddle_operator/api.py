@@ -1,36 +1,37 @@
 """PaddleJob, `kubeflow.org/v1`: model, defaulting, validation and CRD.
 
-Admission is done by the CRD (schema plus CEL rules); `validate_paddlejob` states the same rules
-in Python. As in v1.9's webhook, which runs before any defaulting, replica types are Master and
-Worker exactly as spelt (the defaulter's case folding never sees anything else). Ours on top:
-a job must name at least one replica type (v1.9 accepted `{}` and the job then never finished).
+The replica rules are declared once, in `PaddleJob.REPLICA_RULES`: the CRD's CEL and
+`validate_paddlejob`'s checks are both made from them. As in v1.9's webhook, which runs before
+any defaulting, replica types are Master and Worker exactly as spelt (the defaulter's case
+folding never sees anything else). Ours on top: a job must name at least one replica type (v1.9
+accepted `{}` and the job then never finished).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from jobcontroller.api import (
+    GO_UNSUPPORTED_TYPE,
     INT32_MAX,
+    MANAGED_BY_VALUES,
     MAX_REPLICAS,
     JobModel,
     JobSpec,
+    KnownTypes,
     KubeModel,
+    NonEmpty,
+    ReplicaRules,
     ReplicaSpec,
     RestartPolicy,
-    default_job,
-)
-from jobcontroller.api.crd import (
-    MAX_REPLICA_TYPES,
     ScaleSubresource,
     build_crd,
-    cel_default_container_rule,
-    cel_managed_by_rule,
-    cel_ratcheted,
-    cel_root_rules,
+    default_job,
+    replica_rule_errors,
+    replica_specs_path,
 )
 from jobcontroller.api.validation import (
     dns1035_label_errors,
@@ -58,18 +59,12 @@ __all__ = [
 PADDLE_CONTAINER_NAME = "paddle"
 PADDLE_PORT_NAME = "master"
 PADDLE_PORT = 36543
-MANAGED_BY_VALUES = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
 
 
 class PaddleReplicaType(StrEnum):
     # The parameter servers of parameter-server mode; absent in collective mode.
     MASTER = "Master"
     WORKER = "Worker"
-
-
-_SPECS = "spec.paddleReplicaSpecs"
-_SUPPORTED = 'supported values: "Master", "Worker"'
-_MSG_NONE = "at least one of Master and Worker is required (a job without replicas never ends)"
 
 
 class PaddleElasticPolicy(KubeModel):
@@ -105,42 +100,14 @@ class PaddleElasticPolicy(KubeModel):
 
 
 class PaddleJobSpec(JobSpec):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [cel_managed_by_rule(allowed=MANAGED_BY_VALUES)]
-        }
-    )
-
     elastic_policy: PaddleElasticPolicy | None = Field(
         default=None, description="The elastic policy of the job (stored, not acted on)."
     )
-    paddle_replica_specs: dict[
-        str,
-        Annotated[
-            ReplicaSpec,
-            Field(
-                json_schema_extra={
-                    "x-kubernetes-validations": [
-                        cel_default_container_rule(container=PADDLE_CONTAINER_NAME)
-                    ]
-                }
-            ),
-        ],
-    ] = Field(
+    paddle_replica_specs: dict[str, ReplicaSpec] = Field(
         description=(
             "Replica specs keyed by type: Worker alone (collective mode), or Master (parameter "
             "servers) and Worker (trainers)."
-        ),
-        json_schema_extra={
-            "maxProperties": MAX_REPLICA_TYPES,
-            "x-kubernetes-validations": [
-                {
-                    "rule": "self.all(k, k in ['Master', 'Worker'])",
-                    "message": f"unsupported replica type; {_SUPPORTED}",
-                },
-                *cel_ratcheted({"rule": "size(self) > 0", "message": _MSG_NONE}),
-            ],
-        },
+        )
     )
 
 
@@ -156,12 +123,6 @@ class PaddleJob(JobModel[PaddleJobSpec]):
     """PaddleJob is a distributed PaddlePaddle training job: workers alone (collective), or
     parameter servers (Master) and trainers (Worker), with PADDLE_MASTER and PADDLE_NNODES set."""
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": cel_root_rules(specs_path="self.spec.paddleReplicaSpecs")
-        }
-    )
-
     VERSION: ClassVar[str] = "v1"
     KIND: ClassVar[str] = "PaddleJob"
     PLURAL: ClassVar[str] = "paddlejobs"
@@ -169,6 +130,26 @@ class PaddleJob(JobModel[PaddleJobSpec]):
     REPLICA_TYPES: ClassVar[tuple[str, ...]] = tuple(PaddleReplicaType)
     DEFAULT_CONTAINER_NAME: ClassVar[str | None] = PADDLE_CONTAINER_NAME
     SCALE: ClassVar[ScaleSubresource | None] = PADDLE_SCALE
+    REPLICA_RULES: ClassVar[ReplicaRules | None] = ReplicaRules(
+        exact=True,
+        empty=None,
+        rules=(
+            # v1.9's webhook runs before any defaulting: types exactly as spelt.
+            KnownTypes(
+                message='unsupported replica type; supported values: "Master", "Worker"',
+                error=GO_UNSUPPORTED_TYPE,
+            ),
+            # Ours: v1.9 accepted `{}` and the job never finished. One stored so runs as it ran.
+            NonEmpty(
+                message=(
+                    "at least one of Master and Worker is required (a job without replicas "
+                    "never ends)"
+                ),
+                ratcheted=True,
+                tolerated=True,
+            ),
+        ),
+    )
 
 
 def default_paddlejob(job: PaddleJob) -> PaddleJob:
@@ -192,55 +173,56 @@ def default_paddlejob(job: PaddleJob) -> PaddleJob:
 
 
 def validate_paddlejob(job: PaddleJob, *, old: PaddleJob | None = None) -> list[str]:
-    """Every rule admission enforces (v1.9's webhook checks, in its words, plus ours)."""
-    return [*_anchor_errors(job, old=old), *stricter_than_anchor_errors(job)]
-
-
-def _anchor_errors(job: PaddleJob, *, old: PaddleJob | None) -> list[str]:
-    """paddlepaddle_webhook.go's validatePaddleJob, and the pod-name length (#1101)."""
+    """Every rule admission enforces: paddlepaddle_webhook.go's validatePaddleJob in its words,
+    the pod-name length (#1101), and ours (:func:`stricter_than_anchor_errors`)."""
     errors = dns1035_label_errors(job.name, path="metadata.name")
     if old is not None:
         errors += managed_by_update_errors(old=old.spec.run_policy, new=job.spec.run_policy)
-    errors += managed_by_errors(run_policy=job.spec.run_policy, allowed=MANAGED_BY_VALUES)
+    errors += managed_by_errors(run_policy=job.spec.run_policy, allowed=job.managed_by_values())
+    errors += replica_rule_errors(job)
+    path = replica_specs_path(job)
     for rtype, replica in job.spec.paddle_replica_specs.items():
-        path = f"{_SPECS}[{rtype}]"
-        containers_path = f"{path}.template.spec.containers"
-        if rtype not in PaddleJob.REPLICA_TYPES:
-            errors.append(f'{path}: Unsupported value: "{rtype}": {_SUPPORTED}')
-        containers = [
-            c
-            for c in (replica.template.get("spec") or {}).get("containers") or []
-            if isinstance(c, dict)
-        ]
-        if not containers:
-            errors.append(f"{containers_path}: Required value: must be specified")
-        for i, container in enumerate(containers):
-            if not container.get("image"):
-                errors.append(f"{containers_path}[{i}].image: Required value: must be required")
-        if not any(c.get("name") == PADDLE_CONTAINER_NAME for c in containers):
-            errors.append(
-                f"{containers_path}: Required value: must have at least one container with "
-                f'name "{PADDLE_CONTAINER_NAME}"'
-            )
+        errors += _container_errors(f"{path}[{rtype}].template.spec.containers", replica)
     errors += pod_name_length_errors(job_name=job.name, replica_specs=job.spec.paddle_replica_specs)
+    return errors + _elastic_errors(job)
+
+
+def _container_errors(path: str, replica: ReplicaSpec) -> list[str]:
+    """The webhook's container checks, in its words."""
+    listed = (replica.template.get("spec") or {}).get("containers") or []
+    containers = [c for c in listed if isinstance(c, dict)]
+    errors = [] if containers else [f"{path}: Required value: must be specified"]
+    errors += [
+        f"{path}[{i}].image: Required value: must be required"
+        for i, container in enumerate(containers)
+        if not container.get("image")
+    ]
+    if not any(c.get("name") == PADDLE_CONTAINER_NAME for c in containers):
+        errors.append(
+            f"{path}: Required value: must have at least one container with "
+            f'name "{PADDLE_CONTAINER_NAME}"'
+        )
     return errors
 
 
 def stricter_than_anchor_errors(job: PaddleJob) -> list[str]:
     """Rules admission enforces that v1.9 never checked: a job stored before the swap that
     breaks one still runs as v1.9 ran it (it never finished), with a warning."""
-    errors = [] if job.spec.paddle_replica_specs else [f"{_SPECS}: {_MSG_NONE}"]
+    return replica_rule_errors(job, tolerated=True) + _elastic_errors(job)
+
+
+def _elastic_errors(job: PaddleJob) -> list[str]:
+    """The elastic bounds' ceilings. Stored and unread (no controller scales a PaddleJob), so
+    harmless past them: tolerated in a stored job."""
     elastic = job.spec.elastic_policy
-    for field, value in (
-        ("minReplicas", elastic.min_replicas if elastic else None),
-        ("maxReplicas", elastic.max_replicas if elastic else None),
-    ):
-        # Stored and unread (no controller scales a PaddleJob): harmless past the ceiling.
-        if value is not None and value > MAX_REPLICAS:
-            errors.append(
-                f"spec.elasticPolicy.{field}: must be at most {MAX_REPLICAS}, got {value}"
-            )
-    return errors
+    if elastic is None:
+        return []
+    bounds = (("minReplicas", elastic.min_replicas), ("maxReplicas", elastic.max_replicas))
+    return [
+        f"spec.elasticPolicy.{field}: must be at most {MAX_REPLICAS}, got {value}"
+        for field, value in bounds
+        if value is not None and value > MAX_REPLICAS
+    ]
 
 
 def paddlejob_crd() -> dict[str, Any]:

@@ -20,35 +20,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobcontroller.api import replica_port
 from paddle_operator.api import (
-    PADDLE_CONTAINER_NAME,
     PADDLE_PORT,
     PADDLE_PORT_NAME,
     PaddleJob,
     PaddleReplicaType,
 )
 
-__all__ = ["POD_IP_VAR", "master_port", "pod_env"]
+__all__ = ["POD_IP_VAR", "pod_env"]
 
 #: envvar.go's name for the pod's own IP, referenced by PADDLE_MASTER.
 POD_IP_VAR = "POD_IP_DUMMY"
 
 _MASTER = PaddleReplicaType.MASTER
 _WORKER = PaddleReplicaType.WORKER
-
-
-def master_port(job: PaddleJob, rtype: str) -> int:
-    """envvar.go getPortFromPaddleJob: the ``master`` port of the ``paddle`` container of
-    ``rtype`` (36543 if it has none)."""
-    spec = job.spec.paddle_replica_specs.get(rtype)
-    template = spec.template if spec is not None else {}
-    for container in (template.get("spec") or {}).get("containers") or []:
-        if container.get("name") != PADDLE_CONTAINER_NAME:
-            continue
-        for port in container.get("ports") or []:
-            if port.get("name") == PADDLE_PORT_NAME:
-                return int(port.get("containerPort") or 0)
-    return PADDLE_PORT
 
 
 def _var(name: str, value: str) -> dict[str, Any]:
@@ -66,7 +52,7 @@ def pod_env(job: PaddleJob, *, rtype: str, index: int) -> list[dict[str, Any]]:
     ]
     # Collective mode rendezvouses at worker 0, parameter-server mode at master 0.
     leader = _MASTER if _MASTER in specs else _WORKER
-    port = master_port(job, leader)
+    port = replica_port(job, leader, port_name=PADDLE_PORT_NAME, default=PADDLE_PORT)
     if rtype == leader and index == 0:
         env += [
             {"name": POD_IP_VAR, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},

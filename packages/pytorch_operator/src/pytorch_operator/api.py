@@ -1,45 +1,37 @@
 """PyTorchJob, `kubeflow.org/v1`: model, defaulting, validation and CRD.
 
-Admission is done by the CRD (schema plus CEL rules); `validate_pytorchjob` states the same rules
-in Python. As in the anchor's webhook, which runs before any defaulting, Master.replicas must be
-given explicitly and equal 1, and replica-type keys are case-sensitive at admission.
+The replica rules are declared once, in `PyTorchJob.REPLICA_RULES`: the CRD's CEL and
+`validate_pytorchjob`'s checks are both made from them. As in the anchor's webhook, which runs
+before any defaulting, Master.replicas must be given explicitly and equal 1, and replica-type
+keys are case-sensitive at admission.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
 from jobcontroller import override
 from jobcontroller.api import (
     INT32_MAX,
+    MANAGED_BY_VALUES,
     MAX_PROCESSES_PER_POD,
     MAX_REPLICAS,
-    CleanPodPolicy,
     JobModel,
     JobSpec,
+    KnownTypes,
     KubeModel,
+    ReplicaRules,
+    Replicas,
     ReplicaSpec,
+    RequiredWith,
     RestartPolicy,
-    canonical_replica_types,
-    set_default_port,
-)
-from jobcontroller.api.crd import (
-    MAX_REPLICA_TYPES,
     ScaleSubresource,
     build_crd,
-    cel_default_container_rule,
-    cel_managed_by_rule,
-    cel_root_rules,
-)
-from jobcontroller.api.validation import (
-    container_errors,
-    dns1035_label_errors,
-    managed_by_errors,
-    managed_by_update_errors,
-    pod_name_length_errors,
+    default_job,
+    job_errors,
 )
 
 __all__ = [
@@ -61,7 +53,6 @@ __all__ = [
 PYTORCH_CONTAINER_NAME = "pytorch"
 PYTORCH_PORT_NAME = "pytorchjob-port"
 PYTORCH_PORT = 23456
-MANAGED_BY_VALUES = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
 
 
 class PyTorchReplicaType(StrEnum):
@@ -69,12 +60,6 @@ class PyTorchReplicaType(StrEnum):
     WORKER = "Worker"
 
 
-_REPLICA_TYPES: tuple[str, ...] = tuple(PyTorchReplicaType)
-_SPECS = "spec.pytorchReplicaSpecs"
-_MSG_TYPES = "replica types must be Master or Worker"
-_MSG_MASTER = "Master replicas must be set to 1"
-_MSG_WORKER = "Worker replicas must be at least 1"
-_MSG_ELASTIC_WORKER = "elasticPolicy requires a Worker replica spec"
 _MSG_NPROC = (
     "elasticPolicy.nProcPerNode (deprecated) and nprocPerNode must not both be set; "
     "use nprocPerNode"
@@ -178,19 +163,10 @@ class ElasticPolicy(KubeModel):
     )
 
 
-def _replica_rules() -> list[Any]:
-    return [cel_default_container_rule(container=PYTORCH_CONTAINER_NAME)]
-
-
 class PyTorchJobSpec(JobSpec):
     model_config = ConfigDict(
         json_schema_extra={
             "x-kubernetes-validations": [
-                cel_managed_by_rule(allowed=MANAGED_BY_VALUES),
-                {
-                    "rule": "!has(self.elasticPolicy) || 'Worker' in self.pytorchReplicaSpecs",
-                    "message": _MSG_ELASTIC_WORKER,
-                },
                 {
                     "rule": (
                         "!has(self.elasticPolicy) || !has(self.elasticPolicy.nProcPerNode) "
@@ -203,33 +179,8 @@ class PyTorchJobSpec(JobSpec):
     )
 
     elastic_policy: ElasticPolicy | None = None
-    pytorch_replica_specs: dict[
-        str,
-        Annotated[
-            ReplicaSpec, Field(json_schema_extra={"x-kubernetes-validations": _replica_rules()})
-        ],
-    ] = Field(
-        description="Replica specs keyed by type: Master (exactly 1 replica) and Worker.",
-        json_schema_extra={
-            "maxProperties": MAX_REPLICA_TYPES,
-            "x-kubernetes-validations": [
-                {"rule": "self.all(k, k in ['Master', 'Worker'])", "message": _MSG_TYPES},
-                {
-                    "rule": (
-                        "!('Master' in self) || "
-                        "(has(self['Master'].replicas) && self['Master'].replicas == 1)"
-                    ),
-                    "message": _MSG_MASTER,
-                },
-                {
-                    "rule": (
-                        "!('Worker' in self) || !has(self['Worker'].replicas) || "
-                        "self['Worker'].replicas >= 1"
-                    ),
-                    "message": _MSG_WORKER,
-                },
-            ],
-        },
+    pytorch_replica_specs: dict[str, ReplicaSpec] = Field(
+        description="Replica specs keyed by type: Master (exactly 1 replica) and Worker."
     )
     nproc_per_node: str | None = Field(
         default=None,
@@ -270,43 +221,47 @@ class PyTorchJob(JobModel[PyTorchJobSpec]):
     """PyTorchJob is a distributed PyTorch training job: a master and workers (or elastic
     workers under torchrun), with MASTER_ADDR, RANK, WORLD_SIZE and PET_* set."""
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": cel_root_rules(specs_path="self.spec.pytorchReplicaSpecs")
-        }
-    )
-
     VERSION: ClassVar[str] = "v1"
     KIND: ClassVar[str] = "PyTorchJob"
     PLURAL: ClassVar[str] = "pytorchjobs"
     SINGULAR: ClassVar[str] = "pytorchjob"
-    REPLICA_TYPES: ClassVar[tuple[str, ...]] = _REPLICA_TYPES
+    REPLICA_TYPES: ClassVar[tuple[str, ...]] = tuple(PyTorchReplicaType)
     DEFAULT_CONTAINER_NAME: ClassVar[str | None] = PYTORCH_CONTAINER_NAME
     SCALE: ClassVar[ScaleSubresource | None] = PYTORCH_SCALE
+    # As the anchor's webhook, which runs before any defaulting: types as spelt, and the
+    # Master's replicas given and 1. An empty map passes admission and fails validation.
+    REPLICA_RULES: ClassVar[ReplicaRules | None] = ReplicaRules(
+        exact=True,
+        empty="{path}: must be specified",
+        rules=(
+            KnownTypes(message="replica types must be Master or Worker"),
+            Replicas(
+                types=("Master",),
+                min=1,
+                max=1,
+                must_set=True,
+                message="Master replicas must be set to 1",
+            ),
+            Replicas(types=("Worker",), min=1, message="Worker replicas must be at least 1"),
+            # elasticPolicy scales the Workers (torchrun's nodes).
+            RequiredWith(
+                rtype="Worker",
+                field="elasticPolicy",
+                message="elasticPolicy requires a Worker replica spec",
+            ),
+        ),
+    )
 
 
 def default_pytorchjob(job: PyTorchJob) -> PyTorchJob:
     """The anchor's SetDefaults_PyTorchJob, as a pure function returning a new object."""
-    job = job.model_copy(deep=True)
-    spec = job.spec
-    if spec.run_policy.clean_pod_policy is None:
-        spec.run_policy.clean_pod_policy = CleanPodPolicy.NONE
-    if spec.run_policy.suspend is None:
-        spec.run_policy.suspend = False
-    spec.pytorch_replica_specs = canonical_replica_types(
-        spec.pytorch_replica_specs, known=PyTorchJob.REPLICA_TYPES
+    job = default_job(
+        job,
+        restart_policy=RestartPolicy.ON_FAILURE,
+        port_name=PYTORCH_PORT_NAME,
+        port=PYTORCH_PORT,
     )
-    for replica in spec.pytorch_replica_specs.values():
-        if replica.replicas is None:
-            replica.replicas = 1
-        if replica.restart_policy is None:
-            replica.restart_policy = RestartPolicy.ON_FAILURE
-        set_default_port(
-            replica.template,
-            container_name=PYTORCH_CONTAINER_NAME,
-            port_name=PYTORCH_PORT_NAME,
-            port=PYTORCH_PORT,
-        )
+    spec = job.spec
     elastic = spec.elastic_policy
     if elastic is not None:
         if elastic.min_replicas is None and elastic.max_replicas is not None:
@@ -330,28 +285,10 @@ def validate_pytorchjob(job: PyTorchJob, *, old: PyTorchJob | None = None) -> li
     Unlike the anchor (whose update path compares the new object with itself), managedBy
     immutability is enforced on update.
     """
-    errors = dns1035_label_errors(job.name, path="metadata.name")
+    errors = job_errors(job, old=old, containers_of_unknown_types=False)
     spec = job.spec
-    specs = spec.pytorch_replica_specs
-    if not specs:
-        errors.append(f"{_SPECS}: must be specified")
-    for rtype, replica in specs.items():
-        if rtype not in PyTorchJob.REPLICA_TYPES:
-            errors.append(f"{_SPECS}[{rtype}]: {_MSG_TYPES}")
-            continue
-        errors += container_errors(
-            replica_type=rtype, spec=replica, path=_SPECS, default_container=PYTORCH_CONTAINER_NAME
-        )
-    master = specs.get(PyTorchReplicaType.MASTER)
-    if master is not None and master.replicas != 1:
-        errors.append(f"{_SPECS}[Master].replicas: {_MSG_MASTER}")
-    worker = specs.get(PyTorchReplicaType.WORKER)
-    if worker is not None and worker.replicas is not None and worker.replicas < 1:
-        errors.append(f"{_SPECS}[Worker].replicas: {_MSG_WORKER}")
     elastic = spec.elastic_policy
     if elastic is not None:
-        if worker is None:
-            errors.append(f"spec.elasticPolicy: {_MSG_ELASTIC_WORKER}")
         if elastic.n_proc_per_node is not None and spec.nproc_per_node is not None:
             errors.append(f"spec.elasticPolicy.nProcPerNode: {_MSG_NPROC}")
         if (
@@ -360,12 +297,7 @@ def validate_pytorchjob(job: PyTorchJob, *, old: PyTorchJob | None = None) -> li
             and elastic.min_replicas > elastic.max_replicas
         ):
             errors.append(f"spec.elasticPolicy: {_MSG_MIN_MAX}")
-    errors += _ceiling_errors(job)
-    errors += pod_name_length_errors(job_name=job.name, replica_specs=specs)
-    errors += managed_by_errors(run_policy=spec.run_policy, allowed=MANAGED_BY_VALUES)
-    if old is not None:
-        errors += managed_by_update_errors(old=old.spec.run_policy, new=spec.run_policy)
-    return errors
+    return errors + _ceiling_errors(job)
 
 
 def _ceiling_errors(job: PyTorchJob) -> list[str]:

@@ -24,7 +24,6 @@ from jobcontroller import (
     is_finished,
     master_decides,
     override,
-    replica_selector,
     set_env,
     set_replica_selectors,
 )
@@ -45,7 +44,7 @@ from pytorch_operator.initcontainer import (
     add_init_container,
 )
 
-__all__ = ["PyTorchJobController", "replica_selector"]  # replica_selector: the base's
+__all__ = ["PyTorchJobController"]
 
 _MASTER = PyTorchReplicaType.MASTER
 _WORKER = PyTorchReplicaType.WORKER

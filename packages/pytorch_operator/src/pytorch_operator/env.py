@@ -22,11 +22,8 @@ of each name (the API server warns about duplicates).
 
 from __future__ import annotations
 
-from typing import Any
-
-from jobcontroller import set_env
+from jobcontroller.api import replica_port
 from pytorch_operator.api import (
-    PYTORCH_CONTAINER_NAME,
     PYTORCH_PORT,
     PYTORCH_PORT_NAME,
     PyTorchJob,
@@ -35,11 +32,10 @@ from pytorch_operator.api import (
 
 __all__ = [
     "DEFAULT_RDZV_BACKEND",
-    "add_env",
     "master_address",
     "nproc_per_node_int",
     "pod_env",
-    "replica_port",
+    "pytorch_port",
     "total_replicas",
     "world_size",
 ]
@@ -50,17 +46,9 @@ _MASTER = PyTorchReplicaType.MASTER
 _WORKER = PyTorchReplicaType.WORKER
 
 
-def replica_port(job: PyTorchJob, rtype: str) -> int:
+def pytorch_port(job: PyTorchJob, rtype: str) -> int:
     """The ``pytorchjob-port`` of the ``pytorch`` container of ``rtype`` (23456 if absent)."""
-    spec = job.spec.pytorch_replica_specs.get(rtype)
-    template = spec.template if spec is not None else {}
-    for container in (template.get("spec") or {}).get("containers") or []:
-        if container.get("name") != PYTORCH_CONTAINER_NAME:
-            continue
-        for port in container.get("ports") or []:
-            if port.get("name") == PYTORCH_PORT_NAME and port.get("containerPort"):
-                return int(port["containerPort"])
-    return PYTORCH_PORT
+    return replica_port(job, rtype, port_name=PYTORCH_PORT_NAME, default=PYTORCH_PORT)
 
 
 def total_replicas(job: PyTorchJob) -> int:
@@ -92,9 +80,9 @@ def master_address(job: PyTorchJob) -> tuple[str, int] | None:
     Master (the rendezvous backend takes that role)."""
     specs = job.spec.pytorch_replica_specs
     if _MASTER in specs:
-        return f"{job.name}-master-0", replica_port(job, _MASTER)
+        return f"{job.name}-master-0", pytorch_port(job, _MASTER)
     if job.spec.elastic_policy is None and _WORKER in specs:
-        return f"{job.name}-worker-0", replica_port(job, _WORKER)
+        return f"{job.name}-worker-0", pytorch_port(job, _WORKER)
     return None
 
 
@@ -108,7 +96,7 @@ def _elastic_env(job: PyTorchJob) -> list[tuple[str, str]]:
     elastic = job.spec.elastic_policy
     assert elastic is not None
     host = elastic.rdzv_host or f"{job.name}-worker-0"
-    port = elastic.rdzv_port or replica_port(job, _WORKER)
+    port = elastic.rdzv_port or pytorch_port(job, _WORKER)
     env = [
         ("PET_RDZV_ENDPOINT", f"{host}:{port}"),
         ("PET_RDZV_BACKEND", elastic.rdzv_backend or DEFAULT_RDZV_BACKEND),
@@ -154,9 +142,3 @@ def pod_env(job: PyTorchJob, *, rtype: str, index: int) -> list[tuple[str, str]]
     else:
         env.append(("PET_NNODES", str(total_replicas(job))))
     return env
-
-
-def add_env(template: dict[str, Any], env: list[tuple[str, str]]) -> None:
-    """Give every container of a pod template ``env``, after its own variables; where the
-    container defines one of these names itself, the operator's value replaces it."""
-    set_env(template, env, override=True)

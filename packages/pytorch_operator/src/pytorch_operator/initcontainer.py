@@ -43,7 +43,7 @@ from jobcontroller import (
     wait_for_replica,
 )
 from pytorch_operator.api import PyTorchJob, PyTorchReplicaType
-from pytorch_operator.env import replica_port
+from pytorch_operator.env import pytorch_port
 
 __all__ = [
     "CHECK_DNS",
@@ -133,7 +133,7 @@ def init_container(
     return wait_for_replica(
         job,
         rtype=PyTorchReplicaType.MASTER,
-        port=replica_port(job, PyTorchReplicaType.MASTER),
+        port=pytorch_port(job, PyTorchReplicaType.MASTER),
         name=INIT_CONTAINER_NAME,
         image=image,
         max_tries=max_tries,
@@ -162,7 +162,7 @@ def add_init_container(
     if file_template is not None:
         containers = file_template.render(
             master_addr=replica_name(job_name=job.name, rtype=PyTorchReplicaType.MASTER, index=0),
-            master_port=replica_port(job, PyTorchReplicaType.MASTER),
+            master_port=pytorch_port(job, PyTorchReplicaType.MASTER),
             image=image,
             max_tries=max_tries,
         )

@@ -13,24 +13,15 @@ import json
 from typing import Any
 
 from jobcontroller import listed_names_bytes
-from tf_operator.api import TF_CONTAINER_NAME, TF_PORT, TF_PORT_NAME, TFJob, TFReplicaType
-
-
-def _port(job: TFJob, rtype: str) -> int:
-    template = job.spec.tf_replica_specs[rtype].template
-    for container in template.get("spec", {}).get("containers", []):
-        if container.get("name") != TF_CONTAINER_NAME:
-            continue
-        for port in container.get("ports") or []:
-            if port.get("name") == TF_PORT_NAME:
-                return int(port.get("containerPort", TF_PORT))
-    return TF_PORT
+from jobcontroller.api import replica_port
+from tf_operator.api import TF_PORT, TF_PORT_NAME, TFJob, TFReplicaType
 
 
 def _host_parts(job: TFJob, rtype: str, *, cluster_domain: str) -> tuple[str, str]:
     """What comes before and after the index in a host name of ``rtype``."""
     suffix = f".{job.namespace}.svc" + (f".{cluster_domain}" if cluster_domain else "")
-    return f"{job.name}-{rtype.lower()}-", f"{suffix}:{_port(job, rtype)}"
+    port = replica_port(job, rtype, port_name=TF_PORT_NAME, default=TF_PORT)
+    return f"{job.name}-{rtype.lower()}-", f"{suffix}:{port}"
 
 
 def hosts(job: TFJob, rtype: str, *, cluster_domain: str = "") -> list[str]:

@@ -1,7 +1,8 @@
 """XGBoostJob, `kubeflow.org/v1`: model, defaulting, validation and CRD.
 
-Admission is done by the CRD (schema plus CEL rules); `validate_xgboostjob` states the same
-rules in Python with the words of v1.9's webhook (pkg/webhooks/xgboost/xgboostjob_webhook.go).
+The replica rules are declared once, in `XGBoostJob.REPLICA_RULES`: the CRD's CEL and
+`validate_xgboostjob`'s checks (in the words of v1.9's webhook,
+pkg/webhooks/xgboost/xgboostjob_webhook.go) are both made from them.
 As there, which runs before any defaulting: replica types are Master and Worker, exactly so
 spelt; a Master is required and its replicas must be given explicitly and equal 1.
 """
@@ -9,30 +10,26 @@ spelt; a Master is required and its replicas must be given explicitly and equal 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar
+from typing import Any, ClassVar
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from jobcontroller.api import (
+    GO_REPLICAS_MUST_BE_1,
+    GO_REQUIRED_TYPE,
+    GO_UNSUPPORTED_TYPE,
+    MANAGED_BY_VALUES,
     JobModel,
     JobSpec,
+    KnownTypes,
+    ReplicaRules,
+    Replicas,
     ReplicaSpec,
+    Required,
     RestartPolicy,
-    default_job,
-)
-from jobcontroller.api.crd import (
-    MAX_REPLICA_TYPES,
     build_crd,
-    cel_default_container_rule,
-    cel_managed_by_rule,
-    cel_root_rules,
-)
-from jobcontroller.api.validation import (
-    container_errors,
-    dns1035_label_errors,
-    managed_by_errors,
-    managed_by_update_errors,
-    pod_name_length_errors,
+    default_job,
+    job_errors,
 )
 
 __all__ = [
@@ -52,7 +49,6 @@ __all__ = [
 XGBOOST_CONTAINER_NAME = "xgboost"
 XGBOOST_PORT_NAME = "xgboostjob-port"
 XGBOOST_PORT = 9999
-MANAGED_BY_VALUES = ("kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue")
 
 
 class XGBoostReplicaType(StrEnum):
@@ -61,52 +57,9 @@ class XGBoostReplicaType(StrEnum):
     WORKER = "Worker"
 
 
-_SPECS = "spec.xgbReplicaSpecs"
-# The webhook's field.NotSupported, Forbidden and Required details.
-_MSG_TYPES = 'supported values: "Master", "Worker"'
-_MSG_MASTER_REPLICAS = "must be 1"
-_MSG_MASTER_PRESENT = "must be present"
-
-
 class XGBoostJobSpec(JobSpec):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": [cel_managed_by_rule(allowed=MANAGED_BY_VALUES)]
-        }
-    )
-
-    xgb_replica_specs: dict[
-        str,
-        Annotated[
-            ReplicaSpec,
-            Field(
-                json_schema_extra={
-                    "x-kubernetes-validations": [
-                        cel_default_container_rule(container=XGBOOST_CONTAINER_NAME)
-                    ]
-                }
-            ),
-        ],
-    ] = Field(
-        description="Replica specs keyed by type: Master (exactly 1 replica, required) and Worker.",
-        json_schema_extra={
-            "maxProperties": MAX_REPLICA_TYPES,
-            # All three are v1.9 webhook checks, so stored jobs meet them: none is ratcheted.
-            "x-kubernetes-validations": [
-                {
-                    "rule": "self.all(k, k in ['Master', 'Worker'])",
-                    "message": f"replica types: {_MSG_TYPES}",
-                },
-                {"rule": "'Master' in self", "message": f"Master: {_MSG_MASTER_PRESENT}"},
-                {
-                    "rule": (
-                        "!('Master' in self) || "
-                        "(has(self['Master'].replicas) && self['Master'].replicas == 1)"
-                    ),
-                    "message": f"Master.replicas: {_MSG_MASTER_REPLICAS}",
-                },
-            ],
-        },
+    xgb_replica_specs: dict[str, ReplicaSpec] = Field(
+        description="Replica specs keyed by type: Master (exactly 1 replica, required) and Worker."
     )
 
 
@@ -115,18 +68,32 @@ class XGBoostJob(JobModel[XGBoostJobSpec]):
     workers, with MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, WORKER_ADDRS and WORKER_PORT
     set."""
 
-    model_config = ConfigDict(
-        json_schema_extra={
-            "x-kubernetes-validations": cel_root_rules(specs_path="self.spec.xgbReplicaSpecs")
-        }
-    )
-
     VERSION: ClassVar[str] = "v1"
     KIND: ClassVar[str] = "XGBoostJob"
     PLURAL: ClassVar[str] = "xgboostjobs"
     SINGULAR: ClassVar[str] = "xgboostjob"
     REPLICA_TYPES: ClassVar[tuple[str, ...]] = tuple(XGBoostReplicaType)
     DEFAULT_CONTAINER_NAME: ClassVar[str | None] = XGBOOST_CONTAINER_NAME
+    # v1.9's webhook checks, so stored jobs meet them: none is ratcheted. Python says them in
+    # the webhook's words (field errors as Go renders them), admission in shorter ones.
+    REPLICA_RULES: ClassVar[ReplicaRules | None] = ReplicaRules(
+        exact=True,
+        rules=(
+            KnownTypes(
+                message='replica types: supported values: "Master", "Worker"',
+                error=GO_UNSUPPORTED_TYPE,
+            ),
+            Required(rtype="Master", message="Master: must be present", error=GO_REQUIRED_TYPE),
+            Replicas(
+                types=("Master",),
+                min=1,
+                max=1,
+                must_set=True,
+                message="Master.replicas: must be 1",
+                error=GO_REPLICAS_MUST_BE_1,
+            ),
+        ),
+    )
 
 
 def default_xgboostjob(job: XGBoostJob) -> XGBoostJob:
@@ -137,30 +104,8 @@ def default_xgboostjob(job: XGBoostJob) -> XGBoostJob:
 
 
 def validate_xgboostjob(job: XGBoostJob, *, old: XGBoostJob | None = None) -> list[str]:
-    """The anchor webhook's checks (plus the pod-name length check); [] when valid.
-
-    The replica-type and Master messages are the webhook's field errors as Go renders them.
-    """
-    errors = dns1035_label_errors(job.name, path="metadata.name")
-    specs = job.spec.xgb_replica_specs
-    if not specs:
-        errors.append(f"{_SPECS}: Required value: must be required")
-    for rtype, replica in specs.items():
-        if rtype not in XGBoostJob.REPLICA_TYPES:
-            errors.append(f'{_SPECS}[{rtype}]: Unsupported value: "{rtype}": {_MSG_TYPES}')
-        errors += container_errors(
-            replica_type=rtype, spec=replica, path=_SPECS, default_container=XGBOOST_CONTAINER_NAME
-        )
-    master = specs.get(XGBoostReplicaType.MASTER)
-    if master is None:
-        errors.append(f"{_SPECS}[Master]: Required value: {_MSG_MASTER_PRESENT}")
-    elif master.replicas != 1:
-        errors.append(f"{_SPECS}[Master].replicas: Forbidden: {_MSG_MASTER_REPLICAS}")
-    errors += pod_name_length_errors(job_name=job.name, replica_specs=specs)
-    errors += managed_by_errors(run_policy=job.spec.run_policy, allowed=MANAGED_BY_VALUES)
-    if old is not None:
-        errors += managed_by_update_errors(old=old.spec.run_policy, new=job.spec.run_policy)
-    return errors
+    """The anchor webhook's checks (plus the pod-name length check); [] when valid."""
+    return job_errors(job, old=old)
 
 
 def xgboostjob_crd() -> dict[str, Any]:

@@ -20,35 +20,25 @@ it, so the pod carries one definition of each name.
 from __future__ import annotations
 
 from jobcontroller import listed_names_bytes
+from jobcontroller.api import replica_port
 from xgboost_operator.api import (
-    XGBOOST_CONTAINER_NAME,
     XGBOOST_PORT,
     XGBOOST_PORT_NAME,
     XGBoostJob,
     XGBoostReplicaType,
 )
 
-__all__ = ["pod_env", "replica_port", "worker_addrs_bytes", "world_size"]
+__all__ = ["pod_env", "worker_addrs_bytes", "world_size"]
 
 _MASTER = XGBoostReplicaType.MASTER
 _WORKER = XGBoostReplicaType.WORKER
 
 
-def replica_port(job: XGBoostJob, rtype: str) -> int:
-    """The ``xgboostjob-port`` of the ``xgboost`` container of ``rtype``.
-
-    The defaulter puts it there, so the fallback (9999) is only for a type the job lacks, where
-    v1.9 stopped reconciling the job with an error (validation refuses such jobs anyway).
-    """
-    spec = job.spec.xgb_replica_specs.get(rtype)
-    template = spec.template if spec is not None else {}
-    for container in (template.get("spec") or {}).get("containers") or []:
-        if container.get("name") != XGBOOST_CONTAINER_NAME:
-            continue
-        for port in container.get("ports") or []:
-            if port.get("name") == XGBOOST_PORT_NAME and port.get("containerPort"):
-                return int(port["containerPort"])
-    return XGBOOST_PORT
+def _port(job: XGBoostJob, rtype: str) -> int:
+    """The ``xgboostjob-port`` of ``rtype``'s ``xgboost`` container. The defaulter puts it
+    there, so the fallback (9999) is only for a type the job lacks (validation refuses such
+    jobs)."""
+    return replica_port(job, rtype, port_name=XGBOOST_PORT_NAME, default=XGBOOST_PORT)
 
 
 def world_size(job: XGBoostJob) -> int:
@@ -77,7 +67,7 @@ def pod_env(job: XGBoostJob, *, rtype: str, index: int) -> list[tuple[str, str]]
         rank += (master.replicas or 0) if master is not None else 0
     total = world_size(job)
     env = [
-        ("MASTER_PORT", str(replica_port(job, _MASTER))),
+        ("MASTER_PORT", str(_port(job, _MASTER))),
         ("MASTER_ADDR", _name(job, _MASTER, 0)),
         ("WORLD_SIZE", str(total)),
         ("RANK", str(rank)),
@@ -85,5 +75,5 @@ def pod_env(job: XGBoostJob, *, rtype: str, index: int) -> list[tuple[str, str]]
     ]
     if total > 1:
         addrs = ",".join(_name(job, _WORKER, i) for i in range(total - 1))
-        env += [("WORKER_PORT", str(replica_port(job, _WORKER))), ("WORKER_ADDRS", addrs)]
+        env += [("WORKER_PORT", str(_port(job, _WORKER))), ("WORKER_ADDRS", addrs)]
     return env

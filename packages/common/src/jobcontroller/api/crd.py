@@ -22,13 +22,14 @@ Anything else that the apiserver would refuse (tuples, sets, other unions, ...) 
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, JsonValue
 
+from jobcontroller.api.cel import JsonDict, cel_create_only, cel_ratcheted
 from jobcontroller.api.common import JobModel, JobSpec, ScaleSubresource
+from jobcontroller.api.rules import ReplicaRules
 from jobcontroller.api.validation import (
     DNS1035_LABEL_PATTERN,
     DNS1035_MESSAGE,
@@ -76,10 +77,6 @@ _FORBIDDEN = frozenset(
     }
 )
 _DROPPED = frozenset({"title", "default", "examples", "readOnly", "writeOnly", "deprecated"})
-
-
-JsonDict = dict[str, JsonValue]
-"""A JSON object as pydantic's `json_schema_extra` accepts it (CEL rules are built as these)."""
 
 
 class UnsupportedSchema(ValueError):
@@ -352,18 +349,56 @@ def _complete(model: type[JobModel[Any]], schema: dict[str, Any]) -> dict[str, A
     rules = model.REPLICA_RULES
     if rules is None:
         return schema
-    if model.DEFAULT_CONTAINER_NAME:
-        item_rules = replica_map["additionalProperties"].setdefault(_VALIDATIONS, [])
-        wanted = cel_default_container_rule(container=model.DEFAULT_CONTAINER_NAME)
-        if wanted not in item_rules:
-            item_rules.append(wanted)
-    replica_map.setdefault(_VALIDATIONS, []).extend(rules.cel(known=model.REPLICA_TYPES))
+    _add_replica_rules(model, rules, replica_map)
     if _VALIDATIONS not in schema:
-        schema[_VALIDATIONS] = cel_root_rules(specs_path=f"self.spec.{alias}")
-    spec_rules = spec_schema.setdefault(_VALIDATIONS, [])
-    if not any(r.get("fieldPath") == ".runPolicy.managedBy" for r in spec_rules):
-        spec_rules.append(cel_managed_by_rule(allowed=model.managed_by_values()))
+        schema[_VALIDATIONS] = _sorted(cel_root_rules(specs_path=f"self.spec.{alias}"))
+    _add_spec_rules(model, rules, spec_schema, map_field=alias)
     return schema
+
+
+def _add_replica_rules(
+    model: type[JobModel[Any]], rules: ReplicaRules, replica_map: dict[str, Any]
+) -> None:
+    """The map's replica rules, and on each replica spec the default container's rule and the
+    replica rules that judge one spec."""
+    known = model.REPLICA_TYPES
+    item = replica_map["additionalProperties"]
+    item_rules = item.get(_VALIDATIONS, [])
+    if model.DEFAULT_CONTAINER_NAME:
+        wanted = cel_default_container_rule(container=model.DEFAULT_CONTAINER_NAME)
+        item_rules += [] if wanted in item_rules else [wanted]
+    item_rules += rules.cel(known=known, level="item")
+    if item_rules:
+        item[_VALIDATIONS] = _sorted(item_rules)
+    replica_map[_VALIDATIONS] = _sorted(
+        [*replica_map.get(_VALIDATIONS, []), *rules.cel(known=known)]
+    )
+    # Keywords in order, as pydantic writes the rest of the schema.
+    for node in (replica_map, item):
+        ordered = sorted(node.items())
+        node.clear()
+        node.update(ordered)
+
+
+def _add_spec_rules(
+    model: type[JobModel[Any]], rules: ReplicaRules, spec: dict[str, Any], *, map_field: str
+) -> None:
+    """The ``runPolicy.managedBy`` rule (unless the spec has its own) and the replica rules
+    that judge the spec, before the spec's own rules."""
+    own = spec.get(_VALIDATIONS, [])
+    added = rules.cel(known=model.REPLICA_TYPES, level="spec", map_field=map_field)
+    if not any(r.get("fieldPath") == ".runPolicy.managedBy" for r in own):
+        added.insert(0, cel_managed_by_rule(allowed=model.managed_by_values()))
+    # The spec model's keywords, then its description (from beside the JobModel's $ref).
+    description = spec.pop("description", None)
+    spec[_VALIDATIONS] = _sorted([*added, *own])
+    if description is not None:
+        spec["description"] = description
+
+
+def _sorted(rules: list[Any]) -> list[Any]:
+    """Each CEL rule's keys in alphabetical order, as pydantic writes those of a model."""
+    return [dict(sorted(rule.items())) for rule in rules]
 
 
 def build_crd(
@@ -378,9 +413,10 @@ def build_crd(
     The replica-spec map always gets ``maxProperties`` (:data:`MAX_REPLICA_TYPES`), which
     keeps its CEL rules' estimated cost inside the API server's budget. A model with
     ``REPLICA_RULES`` gets the rest of a kind's admission from its class attributes too: the
-    rules themselves, the default-container rule on every replica spec, the name rules at
-    the root (:func:`cel_root_rules`) and the ``runPolicy.managedBy`` rule, each unless the
-    model's own schema already has it.
+    replica rules themselves (on the map, on each replica spec and on the spec, as each rule
+    says), the default-container rule on every replica spec, the name rules at the root
+    (:func:`cel_root_rules`) and the ``runPolicy.managedBy`` rule (first among the spec's),
+    each of the last three unless the model's own schema already has it.
     """
     names: dict[str, Any] = {
         "kind": model.KIND,
@@ -425,36 +461,6 @@ def build_crd(
             "versions": [version],
         },
     }
-
-
-_SELF = re.compile(r"\bself\b")
-
-
-def cel_ratcheted(rule: JsonDict) -> list[JsonDict]:
-    """The rule for new jobs, and on updates only for jobs that met it before.
-
-    Two rules: :func:`cel_create_only` judges creations; a transition rule,
-    ``!rule(oldSelf) || rule(self)``, judges updates, so a stored job that already broke the
-    rule (created under the Go operators' CRDs, which had none) stays writable, its status
-    included, while a job that met it cannot be edited (or scaled) into breaking it.
-    """
-    text = str(rule["rule"])
-    old = _SELF.sub("oldSelf", text)
-    return [cel_create_only(rule), {**rule, "rule": f"!({old}) || ({text})"}]
-
-
-def cel_create_only(rule: JsonDict) -> JsonDict:
-    """The rule judged when an object is created, not on later writes (``optionalOldSelf``).
-
-    Half of :func:`cel_ratcheted`. The API server's own ratcheting does not keep a stored job
-    that breaks a rule writable: a root-level rule is judged on every status write (the root
-    changed), and a replica spec whose template has metadata is never found equal to its old
-    value. One rule doing both halves (``(oldSelf.hasValue() && !rule(oldSelf.value())) ||
-    rule(self)``) is priced by the cost estimator as unbounded, past the budget; two rules
-    are not.
-    """
-    text = str(rule["rule"])
-    return {**rule, "rule": f"oldSelf.hasValue() || ({text})", "optionalOldSelf": True}
 
 
 def crd_to_yaml(crd: dict[str, Any]) -> str:

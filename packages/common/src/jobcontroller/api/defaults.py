@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from jobcontroller.api.common import CleanPodPolicy, JobModel, ReplicaSpec, RestartPolicy
 
-__all__ = ["canonical_replica_types", "default_job", "set_default_port"]
+__all__ = ["canonical_replica_types", "default_job", "replica_port", "set_default_port"]
 
 JobT = TypeVar("JobT", bound=JobModel[Any])
 
@@ -96,3 +96,22 @@ def set_default_port(
         ports = target["ports"] = []
     if not any(isinstance(p, dict) and p.get("name") == port_name for p in ports):
         ports.append({"name": port_name, "containerPort": port})
+
+
+def replica_port(job: JobModel[Any], rtype: str, *, port_name: str, default: int) -> int:
+    """The ``containerPort`` of the port named ``port_name`` on the model's default container
+    of ``rtype``'s template (the one :func:`set_default_port` fills), as v1.9's
+    ``getPortFrom<Kind>Job`` reads it: the first port of that name wins, whatever its number;
+    ``default`` when the replica type, that container or that port is missing. Only a
+    container of the default name is read, as in v1.9, even where defaulting put the port on
+    the first container."""
+    spec = job.replica_specs().get(rtype)
+    pod_spec = spec.template.get("spec") if spec is not None else None
+    containers = pod_spec.get("containers") if isinstance(pod_spec, dict) else None
+    for container in containers if isinstance(containers, list) else []:
+        if not isinstance(container, dict) or container.get("name") != job.DEFAULT_CONTAINER_NAME:
+            continue
+        for port in container.get("ports") or []:
+            if isinstance(port, dict) and port.get("name") == port_name:
+                return int(port.get("containerPort") or 0)
+    return default

@@ -39,6 +39,7 @@ __all__ = [
     "QUANTITY_PATTERN",
     "SCHEMA_FILE",
     "load_pod_template_schema",
+    "openapi_schema",
     "pod_template_schema",
 ]
 
@@ -150,10 +151,16 @@ class _Converter:
             out["items"]["properties"][key][_CRD_DEFAULT] = field["default"]
 
 
+def openapi_schema(openapi: dict[str, Any], name: str) -> dict[str, Any]:
+    """The CRD schema of the type ``name`` (``io.k8s.api.batch.v1.JobTemplateSpec``...) of an
+    OpenAPI v3 document, converted as the module docstring says; for kinds that embed other
+    built-in types than a pod template (TrainingRuntime's Job templates)."""
+    return _Converter(openapi["components"]["schemas"]).named(name, ())
+
+
 def pod_template_schema(openapi: dict[str, Any]) -> dict[str, Any]:
     """The CRD schema of a PodTemplateSpec, from an OpenAPI v3 document of the core group."""
-    schemas = openapi["components"]["schemas"]
-    return _Converter(schemas).named(POD_TEMPLATE_SPEC, ())
+    return openapi_schema(openapi, POD_TEMPLATE_SPEC)
 
 
 @cache

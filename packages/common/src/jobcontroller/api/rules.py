@@ -1,40 +1,119 @@
-"""Replica-type rules, stated once for admission (CEL in the CRD) and for the operator (Python).
+"""Replica-type rules, declared once for admission (CEL in the CRD) and for the operator (Python).
 
-Every framework says which replica types it knows, which must be present and which run a single
-pod. :class:`ReplicaRules` turns that into CEL rules that stay inside the API server's cost
-budget on their own (keys are compared case-insensitively, as the defaulters match them, and the
-map is bounded by ``maxProperties``) and into the same errors for jobs that reach the operator
-without the CRD's rules (stored before them). Set it on the job model as ``REPLICA_RULES`` and
-:func:`jobcontroller.api.crd.build_crd` adds the rules to the CRD by itself::
+A job kind's replica rules (the types it knows, those it needs, how many pods one may run...)
+are values: each rule renders itself as a CEL rule for the CRD and checks a replica map in
+Python with the same meaning, so admission and the operator cannot drift apart. Set them on
+the job model as ``REPLICA_RULES``; :func:`jobcontroller.api.crd.build_crd` puts them in the
+CRD and :func:`jobcontroller.api.validation.job_errors` checks them::
 
-    class XGBoostJob(JobModel[XGBoostJobSpec]):
+    class ToyJob(JobModel[ToyJobSpec]):
         REPLICA_TYPES = ("Master", "Worker")
         REPLICA_RULES = ReplicaRules(required=("Master",), single=("Master",))
+
+That short form says things in the house words. A kind that must keep words of its own (the
+messages users of the Go operators know) lists its rules, each with its admission ``message``
+and, where the Python error is worded otherwise, its ``error``::
+
+    REPLICA_RULES = ReplicaRules(exact=True, empty=None, rules=(
+        KnownTypes(message="replica types must be Launcher or Worker"),
+        Required(rtype="Launcher", message="a Launcher replica spec is required"),
+        Replicas(types=("Launcher",), min=1, max=1, message="Launcher replicas must be 1"),
+    ))
+
+Each rule's CEL stays inside the API server's cost budget on its own: the map is bounded by
+``maxProperties``, which ``build_crd`` sets.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
-from typing import Protocol
+from typing import ClassVar, Literal, Protocol
 
-from pydantic import JsonValue
+from typing_extensions import override
 
-__all__ = ["ReplicaRules"]
+from jobcontroller.api.cel import JsonDict, cel_ratcheted
 
-JsonDict = dict[str, JsonValue]
+__all__ = [
+    "GO_REPLICAS_MUST_BE_1",
+    "GO_REQUIRED_TYPE",
+    "GO_UNSUPPORTED_TYPE",
+    "AtLeastOne",
+    "AtMostOne",
+    "DistinctCase",
+    "KnownTypes",
+    "NonEmpty",
+    "ReplicaRule",
+    "ReplicaRules",
+    "Replicas",
+    "Required",
+    "RequiredWith",
+    "RestartPolicies",
+]
+
+#: The Go webhooks' field errors (``field.NotSupported``, ``field.Required``,
+#: ``field.Forbidden``) as Go renders them, for a rule's ``error``.
+GO_UNSUPPORTED_TYPE = '{path}[{key}]: Unsupported value: "{key}": supported values: {supported}'
+GO_REQUIRED_TYPE = "{path}[{key}]: Required value: must be present"
+GO_REPLICAS_MUST_BE_1 = "{path}[{key}].replicas: Forbidden: must be 1"
 
 
-class _Replicas(Protocol):
+class _Replica(Protocol):
     """What the rules read of a replica spec (``jobcontroller.api.common.ReplicaSpec``, which
     imports this module: it is not imported back)."""
 
     @property
     def replicas(self) -> int | None: ...
 
+    @property
+    def restart_policy(self) -> str | None: ...
 
-def _cel_list(values: Sequence[str]) -> str:
-    return "[" + ", ".join(f"'{v.lower()}'" for v in values) + "]"
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """What a rule is judged against: the replica map (``specs``; in CEL, the node the rule
+    sits on), how its keys compare, and, for spec-level rules, the spec's set fields."""
+
+    exact: bool
+    known: tuple[str, ...]
+    map_field: str = ""
+    specs: Mapping[str, _Replica] | None = None
+    present: Set[str] = frozenset()
+
+    def fold(self, key: str) -> str:
+        return key if self.exact else key.lower()
+
+    def matches(self, key: str, types: Sequence[str]) -> bool:
+        return self.fold(key) in {self.fold(t) for t in types}
+
+    def missing(self, rtype: str) -> bool:
+        return not any(self.matches(k, (rtype,)) for k in self.replica_map)
+
+    @property
+    def replica_map(self) -> Mapping[str, _Replica]:
+        return self.specs or {}
+
+    def key(self, var: str) -> str:
+        return var if self.exact else f"{var}.lowerAscii()"
+
+    def literal(self, rtype: str) -> str:
+        return f"'{self.fold(rtype)}'"
+
+    def cel_in(self, var: str, types: Sequence[str]) -> str:
+        if len(types) == 1:
+            return f"{self.key(var)} == {self.literal(types[0])}"
+        return f"{self.key(var)} in [{', '.join(self.literal(t) for t in types)}]"
+
+    def cel_not_in(self, var: str, types: Sequence[str]) -> str:
+        if len(types) == 1:
+            return f"{self.key(var)} != {self.literal(types[0])}"
+        return f"!({self.cel_in(var, types)})"
+
+    def cel_has(self, map_expr: str, rtype: str) -> str:
+        if self.exact:
+            return f"'{rtype}' in {map_expr}"
+        return f"{map_expr}.exists(k, {self.cel_in('k', (rtype,))})"
 
 
 def _quoted(values: Sequence[str]) -> str:
@@ -42,90 +121,375 @@ def _quoted(values: Sequence[str]) -> str:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReplicaRules:
-    """The replica-type rules of one job kind.
+class ReplicaRule(ABC):
+    """One replica rule: a CEL rule for the CRD and the same check in Python.
 
-    ``types``: the replica types a job may have (empty: any; ``build_crd`` and
-    :meth:`errors` use the model's ``REPLICA_TYPES`` when given ``None``). ``required``: types
-    every job must have. ``one_of``: at least one of these must be present (TF: Chief, Master
-    or Worker). ``single``: types that run exactly one pod (``replicas`` absent or 1).
-    Keys that differ only in case are always refused: the defaulter would merge them.
+    ``message``: what admission says. ``error``: the Python error, a ``str.format`` template
+    with ``{path}`` (the map's path, ``spec.tfReplicaSpecs``), ``{message}``, ``{key}`` (the
+    replica type at fault) and ``{supported}`` (the rule's types, quoted); each rule has a
+    default. ``ratcheted``: judged for new jobs, and on updates only for jobs that met it
+    (:func:`~jobcontroller.api.cel.cel_ratcheted`), for a rule the Go operator never checked,
+    so a job stored under it stays writable. ``tolerated`` (ratcheted rules only): a stored
+    job that breaks it runs, with a warning, instead of failing validation (a framework's
+    ``tolerated`` hook returns these errors: ``replica_rule_errors(job, tolerated=True)``).
+
+    Authors declare rules; :class:`ReplicaRules` calls :meth:`cel` and :meth:`errors`.
+    """
+
+    #: Where the CEL rule goes: on the replica map, on each replica spec, or on the spec.
+    level: ClassVar[Literal["map", "item", "spec"]] = "map"
+    default_error: ClassVar[str] = "{path}: {message}"
+
+    message: str
+    error: str | None = None
+    ratcheted: bool = False
+    tolerated: bool = False
+
+    def __post_init__(self) -> None:
+        if self.tolerated and not self.ratcheted:
+            raise ValueError(f"{self.message!r}: only a ratcheted rule can be tolerated")
+
+    def cel(self, scope: _Scope) -> list[JsonDict]:
+        rule: JsonDict = {"rule": self.cel_rule(scope), "message": self.message}
+        rule.update(self.cel_extra())
+        return cel_ratcheted(rule) if self.ratcheted else [rule]
+
+    def errors(self, scope: _Scope, *, path: str) -> list[str]:
+        template = self.error if self.error is not None else self.default_error
+        return [template.format(path=path, message=self.message, **f) for f in self.broken(scope)]
+
+    @abstractmethod
+    def cel_rule(self, scope: _Scope) -> str:
+        """The CEL expression, on the node of the rule's ``level``."""
+
+    def cel_extra(self) -> JsonDict:
+        """More keys of the CEL rule (a ``fieldPath``)."""
+        return {}
+
+    @abstractmethod
+    def broken(self, scope: _Scope) -> list[dict[str, str]]:
+        """One dict of ``error`` fields for each violation; [] when the map meets the rule."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KnownTypes(ReplicaRule):
+    """Every key is one of ``types`` (``None``: the model's ``REPLICA_TYPES``)."""
+
+    default_error: ClassVar[str] = "{path}[{key}]: {message}"
+    types: Sequence[str] | None = None
+
+    def _types(self, scope: _Scope) -> Sequence[str]:
+        return scope.known if self.types is None else self.types
+
+    @override
+    def cel_rule(self, scope: _Scope) -> str:
+        return f"self.all(k, {scope.cel_in('k', self._types(scope))})"
+
+    @override
+    def broken(self, scope: _Scope) -> list[dict[str, str]]:
+        types = self._types(scope)
+        supported = _quoted(types)
+        return [
+            {"key": k, "supported": supported}
+            for k in scope.replica_map
+            if not scope.matches(k, types)
+        ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DistinctCase(ReplicaRule):
+    """No two keys differ only in case: the defaulter, which matches types case-insensitively,
+    would merge them."""
+
+    default_error: ClassVar[str] = "{path}: replica types {first!r} and {key!r} differ only in case"
+    message: str = "replica types must not differ only in case"
+
+    @override
+    def cel_rule(self, scope: _Scope) -> str:
+        return "self.all(k, self.exists_one(j, j.lowerAscii() == k.lowerAscii()))"
+
+    @override
+    def broken(self, scope: _Scope) -> list[dict[str, str]]:
+        seen: dict[str, str] = {}
+        found: list[dict[str, str]] = []
+        for key in scope.replica_map:
+            first = seen.setdefault(key.lower(), key)
+            if first != key:
+                found.append({"first": first, "key": key})
+        return found
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Required(ReplicaRule):
+    """A ``rtype`` replica spec must be present."""
+
+    rtype: str
+
+    @override
+    def cel_rule(self, scope: _Scope) -> str:
+        return scope.cel_has("self", self.rtype)
+
+    @override
+    def broken(self, scope: _Scope) -> list[dict[str, str]]:
+        return [{"key": self.rtype}] if scope.missing(self.rtype) else []
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RequiredWith(ReplicaRule):
+    """A ``rtype`` replica spec must be present when the spec sets ``field`` (its JSON name):
+    PyTorch's elasticPolicy scales the Workers. Judged on the spec, which holds both."""
+
+    level: ClassVar[Literal["map", "item", "spec"]] = "spec"
+    default_error: ClassVar[str] = "spec.{field}: {message}"
+    rtype: str
+    field: str
+
+    @override
+    def cel_rule(self, scope: _Scope) -> str:
+        has = scope.cel_has(f"self.{scope.map_field}", self.rtype)
+        return f"!has(self.{self.field}) || {has}"
+
+    @override
+    def broken(self, scope: _Scope) -> list[dict[str, str]]:
+        if self.field in scope.present and scope.missing(self.rtype):
+            return [{"key": self.rtype, "field": self.field}]
+        return []
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AtLeastOne(ReplicaRule):
+    """One of ``types`` at least must be present (TF: something must decide success)."""
+
+    types: Sequence[str]
+
+    @override
+    def cel_rule(self, scope: _Scope) -> str:
+        return f"self.exists(k, {scope.cel_in('k', self.types)})"
+
+    @override
+    def broken(self, scope: _Scope) -> list[dict[str, str]]:
+        if any(scope.matches(k, self.types) for k in scope.replica_map):
+            return []
+        return [{"supported": _quoted(self.types)}]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AtMostOne(ReplicaRule):
+    """At most one of ``types`` may be present (TF: Master is another name for Chief)."""
+
+    types: Sequence[str]
+
+    @override
+    def cel_rule(self, scope: _Scope) -> str:
+        return f"size(self.filter(k, {scope.cel_in('k', self.types)})) <= 1"
+
+    @override
+    def broken(self, scope: _Scope) -> list[dict[str, str]]:
+        present = [k for k in scope.replica_map if scope.matches(k, self.types)]
+        return [{"supported": _quoted(self.types)}] if len(present) > 1 else []
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NonEmpty(ReplicaRule):
+    """The map names at least one replica type."""
+
+    @override
+    def cel_rule(self, scope: _Scope) -> str:
+        return "size(self) > 0"
+
+    @override
+    def broken(self, scope: _Scope) -> list[dict[str, str]]:
+        return [] if scope.replica_map else [{}]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Replicas(ReplicaRule):
+    """The ``replicas`` of each of ``types`` present lie in ``[min, max]`` (either bound may be
+    open); with ``must_set``, an absent ``replicas`` breaks the rule too (a Go webhook that
+    ran before defaulting), else it passes (defaulting will set it)."""
+
+    default_error: ClassVar[str] = "{path}[{key}].replicas: {message}"
+    types: Sequence[str]
+    min: int | None = None
+    max: int | None = None
+    must_set: bool = False
+
+    @override
+    def __post_init__(self) -> None:
+        ReplicaRule.__post_init__(self)
+        if self.min is None and self.max is None:
+            raise ValueError(f"{self.message!r}: a Replicas rule needs min or max")
+
+    def _bound(self, value: str) -> str:
+        if self.min is not None and self.min == self.max:
+            return f"{value} == {self.min}"
+        bounds = [
+            f"{value} {op} {n}" for op, n in ((">=", self.min), ("<=", self.max)) if n is not None
+        ]
+        return bounds[0] if len(bounds) == 1 else f"({' && '.join(bounds)})"
+
+    def _check(self, value: str) -> str:
+        if self.must_set:
+            return f"(has({value}) && {self._bound(value)})"
+        return f"!has({value}) || {self._bound(value)}"
+
+    @override
+    def cel_rule(self, scope: _Scope) -> str:
+        if scope.exact and len(self.types) == 1:
+            rtype = self.types[0]
+            value = "self['" + rtype + "'].replicas"
+            return f"!('{rtype}' in self) || {self._check(value)}"
+        return (
+            f"self.all(k, {scope.cel_not_in('k', self.types)} || {self._check('self[k].replicas')})"
+        )
+
+    def _ok(self, replicas: int | None) -> bool:
+        if replicas is None:
+            return not self.must_set
+        return (self.min is None or replicas >= self.min) and (
+            self.max is None or replicas <= self.max
+        )
+
+    @override
+    def broken(self, scope: _Scope) -> list[dict[str, str]]:
+        return [
+            {"key": k}
+            for k, spec in scope.replica_map.items()
+            if scope.matches(k, self.types) and not self._ok(spec.replicas)
+        ]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RestartPolicies(ReplicaRule):
+    """Every replica spec's ``restartPolicy``, when set, is one of ``allowed``."""
+
+    level: ClassVar[Literal["map", "item", "spec"]] = "item"
+    default_error: ClassVar[str] = "{path}[{key}].restartPolicy: {message}"
+    allowed: Sequence[str]
+
+    @override
+    def cel_rule(self, scope: _Scope) -> str:
+        values = ", ".join(f"'{v}'" for v in self.allowed)
+        return f"!has(self.restartPolicy) || self.restartPolicy in [{values}]"
+
+    @override
+    def cel_extra(self) -> JsonDict:
+        return {"fieldPath": ".restartPolicy"}
+
+    @override
+    def broken(self, scope: _Scope) -> list[dict[str, str]]:
+        return [
+            {"key": k}
+            for k, spec in scope.replica_map.items()
+            if spec.restart_policy is not None and spec.restart_policy not in self.allowed
+        ]
+
+
+#: What Python says of an empty map unless a kind says otherwise (v1.9's webhooks' words).
+_EMPTY = "{path}: Required value: must be required"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaRules:
+    """The replica rules of one job kind, for :func:`~jobcontroller.api.crd.build_crd` (CEL)
+    and :func:`~jobcontroller.api.validation.job_errors` (Python).
+
+    The short form: ``types``, the replica types a job may have (empty: any; ``None``: the
+    model's ``REPLICA_TYPES``); ``required``, types every job must have; ``one_of``, at least
+    one of these must be present; ``single``, types that run exactly one pod (``replicas``
+    absent or 1); and keys that differ only in case are refused. Or ``rules``: the kind's own
+    list, in the order admission reports them (the short form's fields must then be left
+    alone).
+
+    ``exact``: keys compare as spelt (the Go webhooks that ran before any defaulting), not
+    case-insensitively as the defaulters match them. ``empty``: the Python error for an empty
+    map (``{path}`` its path; ``None``: none beyond the rules'). It is a Python check alone:
+    the map's rules refuse ``{}`` at admission for every kind but PyTorchJob, whose CRD has
+    always let ``{}`` through to fail validation in the operator.
     """
 
     types: Sequence[str] | None = None
     required: Sequence[str] = ()
     one_of: Sequence[str] = ()
     single: Sequence[str] = ()
+    rules: Sequence[ReplicaRule] = ()
+    exact: bool = False
+    empty: str | None = _EMPTY
 
-    def cel(self, *, known: Sequence[str]) -> list[JsonDict]:
-        """``x-kubernetes-validations`` for the replica-spec map (which must carry
-        ``maxProperties``, as ``build_crd`` sets)."""
-        types = list(self.types if self.types is not None else known)
-        rules: list[JsonDict] = [
-            {
-                "rule": "self.all(k, self.exists_one(j, j.lowerAscii() == k.lowerAscii()))",
-                "message": "replica types must not differ only in case",
-            }
-        ]
+    def __post_init__(self) -> None:
+        short = self.types is not None or self.required or self.one_of or self.single
+        if self.rules and short:
+            raise ValueError("give either rules or the short form (types, required, ...)")
+
+    def declared(self, *, known: Sequence[str]) -> list[ReplicaRule]:
+        """The rules, the short form's spelt out (``known``: the model's ``REPLICA_TYPES``)."""
+        if self.rules:
+            return list(self.rules)
+        rules: list[ReplicaRule] = [] if self.exact else [DistinctCase()]
+        types = known if self.types is None else self.types
         if types:
             rules.append(
-                {
-                    "rule": f"self.all(k, k.lowerAscii() in {_cel_list(types)})",
-                    "message": f"replica types must be one of {_quoted(types)}",
-                }
+                KnownTypes(
+                    types=types,
+                    message=f"replica types must be one of {_quoted(types)}",
+                    error=GO_UNSUPPORTED_TYPE,
+                )
             )
         rules += [
-            {
-                "rule": f"self.exists(k, k.lowerAscii() == '{rtype.lower()}')",
-                "message": f"a {rtype} replica spec is required",
-            }
-            for rtype in self.required
+            Required(rtype=t, message=f"a {t} replica spec is required", error=GO_REQUIRED_TYPE)
+            for t in self.required
         ]
         if self.one_of:
+            quoted = _quoted(self.one_of)
             rules.append(
-                {
-                    "rule": f"self.exists(k, k.lowerAscii() in {_cel_list(self.one_of)})",
-                    "message": f"one of the replica types {_quoted(self.one_of)} is required",
-                }
+                AtLeastOne(
+                    types=self.one_of,
+                    message=f"one of the replica types {quoted} is required",
+                    error=f"{{path}}: Required value: one of {quoted} must be present",
+                )
             )
         rules += [
-            {
-                "rule": (
-                    f"self.all(k, k.lowerAscii() != '{rtype.lower()}' || "
-                    "!has(self[k].replicas) || self[k].replicas == 1)"
-                ),
-                "message": f"{rtype} replicas must be 1",
-            }
-            for rtype in self.single
+            Replicas(
+                types=(t,),
+                min=1,
+                max=1,
+                message=f"{t} replicas must be 1",
+                error=GO_REPLICAS_MUST_BE_1,
+            )
+            for t in self.single
         ]
         return rules
 
+    def cel(
+        self,
+        *,
+        known: Sequence[str],
+        level: Literal["map", "item", "spec"] = "map",
+        map_field: str = "",
+    ) -> list[JsonDict]:
+        """``x-kubernetes-validations`` for the replica-spec map (which must carry
+        ``maxProperties``, as ``build_crd`` sets), for each replica spec (``level="item"``),
+        or for the spec (``level="spec"``, with ``map_field`` the map's JSON name)."""
+        scope = _Scope(exact=self.exact, known=tuple(known), map_field=map_field)
+        rules = [r for r in self.declared(known=known) if r.level == level]
+        return [cel for rule in rules for cel in rule.cel(scope)]
+
     def errors(
-        self, specs: Mapping[str, _Replicas], *, path: str, known: Sequence[str]
+        self,
+        specs: Mapping[str, _Replica],
+        *,
+        path: str,
+        known: Sequence[str],
+        present: Set[str] = frozenset(),
+        tolerated: bool = False,
     ) -> list[str]:
-        """The same rules as :meth:`cel` on a (defaulted) replica map, in the words of the
-        Go webhooks' field errors: ``spec.xgbReplicaSpecs[Master]: Required value: must be
-        present``."""
-        types = list(self.types if self.types is not None else known)
-        folded = {k.lower(): k for k in specs}
-        errors: list[str] = []
-        if types:
-            allowed = {t.lower() for t in types}
-            errors += [
-                f'{path}[{k}]: Unsupported value: "{k}": supported values: {_quoted(types)}'
-                for k in specs
-                if k.lower() not in allowed
-            ]
-        errors += [
-            f"{path}[{rtype}]: Required value: must be present"
-            for rtype in self.required
-            if rtype.lower() not in folded
-        ]
-        if self.one_of and not any(t.lower() in folded for t in self.one_of):
-            errors.append(f"{path}: Required value: one of {_quoted(self.one_of)} must be present")
-        for rtype in self.single:
-            key = folded.get(rtype.lower())
-            replicas = specs[key].replicas if key is not None else None
-            if replicas is not None and replicas != 1:
-                errors.append(f"{path}[{key}].replicas: Forbidden: must be 1")
+        """The same rules on a replica map, ``empty`` first, then in the rules' order (with
+        ``tolerated``, those of the ``tolerated`` rules alone). ``path`` is the map's
+        (``spec.xgbReplicaSpecs``); ``present``, the JSON names of the spec's fields that are
+        set (for :class:`RequiredWith`)."""
+        scope = _Scope(exact=self.exact, known=tuple(known), specs=specs, present=present)
+        errors = [] if specs or not self.empty or tolerated else [self.empty.format(path=path)]
+        for rule in self.declared(known=known):
+            if rule.tolerated or not tolerated:
+                errors += rule.errors(scope, path=path)
         return errors

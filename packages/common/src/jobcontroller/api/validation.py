@@ -13,7 +13,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from jobcontroller.api.common import JobModel, ReplicaSpec, RunPolicy
+from jobcontroller.api.common import JobModel, JobSpec, ReplicaSpec, RunPolicy
+from jobcontroller.api.rules import ReplicaRules
 
 __all__ = [
     "DNS1035_LABEL_PATTERN",
@@ -22,12 +23,13 @@ __all__ = [
     "MAX_DNS_LABEL_LENGTH",
     "container_errors",
     "dns1035_label_errors",
-    "duplicate_replica_type_errors",
     "job_errors",
     "managed_by_errors",
     "managed_by_update_errors",
     "pod_name_length_errors",
     "replica_pod_name",
+    "replica_rule_errors",
+    "replica_specs_path",
 ]
 
 MAX_DNS_LABEL_LENGTH = 63
@@ -83,21 +85,6 @@ def pod_name_length_errors(
     return errors
 
 
-def duplicate_replica_type_errors(*, replica_specs: Iterable[str], path: str) -> list[str]:
-    """Keys that differ only in case would be defaulted onto each other: reject them."""
-    seen: dict[str, str] = {}
-    errors: list[str] = []
-    for rtype in replica_specs:
-        folded = rtype.lower()
-        if folded in seen:
-            errors.append(
-                f"{path}: replica types {seen[folded]!r} and {rtype!r} differ only in case"
-            )
-        else:
-            seen[folded] = rtype
-    return errors
-
-
 def _containers(template: Mapping[str, Any]) -> list[Any]:
     spec = template.get("spec")
     if not isinstance(spec, Mapping):
@@ -145,35 +132,64 @@ def managed_by_update_errors(*, old: RunPolicy, new: RunPolicy) -> list[str]:
     return ["spec.runPolicy.managedBy: managedBy is immutable"]
 
 
+def replica_specs_path(job: JobModel[Any]) -> str:
+    """The replica map's path in errors: ``spec.`` and its JSON name (``spec.xgbReplicaSpecs``)."""
+    spec_cls = type(job.spec)
+    return f"spec.{spec_cls.model_fields[spec_cls.replica_specs_field()].alias}"
+
+
+def _set_fields(spec: JobSpec) -> frozenset[str]:
+    """The JSON names of the spec's fields that are set, for rules that depend on one."""
+    return frozenset(
+        info.alias or name
+        for name, info in type(spec).model_fields.items()
+        if getattr(spec, name) is not None
+    )
+
+
+#: The rules of a model without ``REPLICA_RULES``: a non-empty map, no case-only duplicates.
+_NO_RULES = ReplicaRules(types=())
+
+
+def replica_rule_errors(job: JobModel[Any], *, tolerated: bool = False) -> list[str]:
+    """The model's ``REPLICA_RULES`` on the job's replica map (the CRD's replica rules, in
+    Python); with ``tolerated``, only the errors of rules marked ``tolerated`` (what a
+    framework's ``tolerated`` hook returns)."""
+    return (job.REPLICA_RULES or _NO_RULES).errors(
+        job.replica_specs(),
+        path=replica_specs_path(job),
+        known=job.REPLICA_TYPES,
+        present=_set_fields(job.spec),
+        tolerated=tolerated,
+    )
+
+
 def job_errors(
     job: JobModel[Any],
     *,
     old: JobModel[Any] | None = None,
     managed_by: Iterable[str] | None = None,
+    containers_of_unknown_types: bool = True,
 ) -> list[str]:
-    """The checks every kind shares, from the model's class attributes: a DNS-1035 name, a
-    non-empty replica map without case-only duplicates, the model's ``REPLICA_RULES``, the
-    default container and images in every template, pod names within 63 characters,
+    """The checks every kind shares, from the model's class attributes: a DNS-1035 name, the
+    model's ``REPLICA_RULES`` (without them: a non-empty replica map without case-only
+    duplicates), the default container and images in every template (of the types the model
+    knows only, without ``containers_of_unknown_types``: the Go webhooks that check no further
+    a replica whose type they refuse), pod names within 63 characters and
     ``runPolicy.managedBy`` (the model's ``managed_by_values()`` unless given; on an update,
-    that it did not change). A framework's
-    ``validate`` is this plus what only it knows."""
-    spec_cls = type(job.spec)
-    path = f"spec.{spec_cls.model_fields[spec_cls.replica_specs_field()].alias}"
+    that it did not change). A framework's ``validate`` is this plus what only it knows."""
     specs = job.replica_specs()
+    path = replica_specs_path(job)
     errors = dns1035_label_errors(job.name, path="metadata.name")
-    if not specs:
-        errors.append(f"{path}: Required value: must be required")
-    errors += duplicate_replica_type_errors(replica_specs=specs, path=path)
-    rules = job.REPLICA_RULES
-    if rules is not None:
-        errors += rules.errors(specs, path=path, known=job.REPLICA_TYPES)
+    errors += replica_rule_errors(job)
     for rtype, replica in specs.items():
-        errors += container_errors(
-            replica_type=rtype,
-            spec=replica,
-            path=path,
-            default_container=job.DEFAULT_CONTAINER_NAME,
-        )
+        if containers_of_unknown_types or rtype in job.REPLICA_TYPES:
+            errors += container_errors(
+                replica_type=rtype,
+                spec=replica,
+                path=path,
+                default_container=job.DEFAULT_CONTAINER_NAME,
+            )
     errors += pod_name_length_errors(job_name=job.name, replica_specs=specs)
     allowed = job.managed_by_values() if managed_by is None else managed_by
     errors += managed_by_errors(run_policy=job.run_policy, allowed=allowed)

@@ -16,6 +16,7 @@ from typing import Any
 from jobcontroller.api.common import CleanPodPolicy, JobModel, JobStatus, ReplicaStatus
 from jobcontroller.core.childspec import Child
 from jobcontroller.core.conditions import is_finished
+from jobcontroller.core.gang import GANG_GENERATION_ANNOTATION, gang_generation, restart_all
 from jobcontroller.core.types import Obj, Observed
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "batch_job_condition",
     "batch_job_done",
     "child_replica_statuses",
+    "run_policy_fields",
 ]
 
 JOB = "Job"
@@ -44,11 +46,6 @@ def batch_job_condition(obj: Obj, cond_type: str) -> Obj | None:
 def batch_job_done(obj: Obj) -> bool:
     """Whether a batch Job has finished (a Complete or Failed condition that is True)."""
     return any(batch_job_condition(obj, t) is not None for t in ("Complete", "Failed"))
-
-
-def _owned(observed: Observed, name: str) -> Obj | None:
-    jobs = observed.owned.get(JOB, ())
-    return next((o for o in jobs if (o.get("metadata") or {}).get("name") == name), None)
 
 
 #: What a queueing system (Kueue) may change on a suspended Job's pod template before it
@@ -75,13 +72,18 @@ def batch_job_child(
     metadata: Obj | None = None,
     create: bool = True,
     hold: bool = False,
+    decides: bool = False,
+    carries_run_policy: bool = False,
 ) -> Child:
     """The Job ``name`` with ``spec`` (its template, backoffLimit...; ``suspend`` is the
     base's), running replica ``rtype`` (its counts become that type's status; None when the
     framework reads the Job itself). ``metadata``: labels and annotations of its own.
     ``create``: False while it must not be created yet (its mounts are missing); ``hold``:
-    keep a suspended Job suspended even though the job runs (it waits for its workers)."""
-    current = _owned(observed, name)
+    keep a suspended Job suspended even though the job runs (it waits for its workers);
+    ``decides``: the job's state follows this Job (core/followjob.py; ``rtype`` required);
+    ``carries_run_policy``: the Job enforces the job's runPolicy (:func:`run_policy_fields`;
+    the framework's ``delegates_run_policy`` says so too)."""
+    current = observed.owned_named(JOB, name)
     finished = is_finished(status)
     done = current is not None and batch_job_done(current)
     stop = (
@@ -98,6 +100,12 @@ def batch_job_child(
         "metadata": copy.deepcopy(metadata or {}),
         "spec": {**copy.deepcopy(spec), "suspend": suspend},
     }
+    if carries_run_policy:
+        body["spec"] = {**run_policy_fields(job), **body["spec"]}
+        if restart_all(job):
+            # The generation it belongs to: a whole-gang restart replaces it (core/gang.py).
+            annotations = body["metadata"].setdefault("annotations", {})
+            annotations[GANG_GENERATION_ANNOTATION] = str(gang_generation(job))
     drift: tuple[str, ...] = ("spec.suspend",)
     if done or (finished and not stop):
         drift = ()  # a finished Job, or a finished job's, is left as it is
@@ -113,18 +121,38 @@ def batch_job_child(
         prune=_PRUNED,
         create=create and not finished,
         replica_type=rtype,
+        decides=decides,
     )
+
+
+def run_policy_fields(job: JobModel[Any]) -> Obj:
+    """The Job spec fields that make a child Job enforce the job's runPolicy: its
+    backoffLimit, activeDeadlineSeconds and ttlSecondsAfterFinished, those it sets. Under a
+    whole-gang restart backoffLimit is 0: a failed pod fails the Job at once, and the base
+    restarts the gang, counting the restarts against backoffLimit itself."""
+    policy = job.run_policy
+    fields: Obj = {}
+    if policy.ttl_seconds_after_finished is not None:
+        fields["ttlSecondsAfterFinished"] = policy.ttl_seconds_after_finished
+    if policy.active_deadline_seconds is not None:
+        fields["activeDeadlineSeconds"] = policy.active_deadline_seconds
+    if restart_all(job):
+        fields["backoffLimit"] = 0
+    elif policy.backoff_limit is not None:
+        fields["backoffLimit"] = policy.backoff_limit
+    return fields
 
 
 def child_replica_statuses(
     children: Sequence[Child], observed: Observed
 ) -> Mapping[str, ReplicaStatus]:
-    """The replica status of each batch Job child that exists, from its counts."""
+    """The replica status of each batch Job child that exists, from its counts (a deciding
+    one's are its rule's: core/followjob.py)."""
     statuses: dict[str, ReplicaStatus] = {}
     for child in children:
-        if child.replica_type is None or child.kind != JOB:
+        if child.replica_type is None or child.kind != JOB or child.decides:
             continue
-        current = _owned(observed, child.name)
+        current = observed.owned_named(JOB, child.name)
         if current is None:
             continue
         counts = current.get("status") or {}

@@ -45,6 +45,9 @@ class Child:
     replica_type: str | None = None
     """A batch Job child running this replica type: its counts (active, succeeded, failed)
     become the type's replica status before ``update_status`` runs."""
+    decides: bool = False
+    """A batch Job child whose end is the job's (a launcher): the job's state follows it
+    (core/followjob.py), and the counts of ``replica_type`` are read as that rule says."""
 
 
 @dataclass(frozen=True, slots=True)

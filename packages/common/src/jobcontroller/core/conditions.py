@@ -37,6 +37,7 @@ __all__ = [
     "is_succeeded",
     "is_suspended",
     "new_reason",
+    "parse_time",
     "set_condition",
     "to_utc_seconds",
 ]
@@ -63,6 +64,18 @@ def to_utc_seconds(value: datetime) -> datetime:
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
     return value.astimezone(UTC).replace(microsecond=0)
+
+
+def parse_time(value: object) -> datetime | None:
+    """An RFC 3339 timestamp as the apiserver writes it (``...Z``), aware UTC; None when it is
+    missing or unreadable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
 
 
 def set_condition(

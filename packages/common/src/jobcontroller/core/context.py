@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Generic, Literal
 
-from jobcontroller.api.common import JobModel, JobStatus
+from jobcontroller.api.common import JobStatus
 from jobcontroller.core.names import (
     REPLICA_TYPE_LABEL,
     expectation_key,
@@ -19,8 +19,9 @@ from jobcontroller.core.types import (
     Action,
     DeleteObject,
     Event,
-    Framework,
+    FrameworkOf,
     JobMetric,
+    JobT,
     Obj,
     Observed,
     Plan,
@@ -41,9 +42,11 @@ def aware(value: datetime) -> datetime:
 
 
 @dataclass(slots=True)
-class PlanContext:
-    fw: Framework
-    job: JobModel[Any]
+class PlanContext(Generic[JobT]):
+    """One pass over a job of ``fw``'s kind: ``job`` is that framework's own model."""
+
+    fw: FrameworkOf[JobT]
+    job: JobT
     observed: Observed
     now: datetime
     """Exact and aware; status fields truncate it to seconds themselves."""

@@ -51,10 +51,11 @@ from jobcontroller.core.replicas import (
     finished_at,
     is_terminating,
     phase,
+    pod_reason,
     terminated_state,
 )
 from jobcontroller.core.restart import FailedPodVerdict, RestartLedger, failed_pod_verdict
-from jobcontroller.core.types import POD, JobMetric, Obj, PatchObject, ReplicaPods
+from jobcontroller.core.types import POD, JobMetric, JobT, Obj, PatchObject, ReplicaPods
 
 __all__ = [
     "GANG_GENERATION_ANNOTATION",
@@ -153,7 +154,7 @@ def _pod_reason(pod: Obj, container: str | None) -> str:
     """Why the pod failed: the container's terminated reason (Error, OOMKilled), else the
     pod's (Evicted, DeadlineExceeded)."""
     terminated = terminated_state(pod, container=container) or {}
-    return str(terminated.get("reason") or (pod.get("status") or {}).get("reason") or "")
+    return str(terminated.get("reason") or pod_reason(pod))
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +165,7 @@ class _Failure:
     container: str | None
 
 
-def plan_gang(ctx: PlanContext, replicas: Mapping[str, ReplicaPods]) -> bool:
+def plan_gang(ctx: PlanContext[JobT], replicas: Mapping[str, ReplicaPods]) -> bool:
     """The failure handling of a ``restartScope: All`` job, in place of the per-pod restarts.
 
     Returns False when the pass must stop here: the job failed (permanent exit code, backoff
@@ -243,7 +244,7 @@ def plan_gang(ctx: PlanContext, replicas: Mapping[str, ReplicaPods]) -> bool:
     return False
 
 
-def _restarting(ctx: PlanContext, record: GangRestart) -> str:
+def _restarting(ctx: PlanContext[JobT], record: GangRestart) -> str:
     message = (
         f"{ctx.kind} {ctx.job.name} is restarting its whole gang (restart {record.generation}) "
         f"because {record.failure()}."
@@ -259,7 +260,7 @@ def _restarting(ctx: PlanContext, record: GangRestart) -> str:
 
 
 def _failures(
-    ctx: PlanContext,
+    ctx: PlanContext[JobT],
     replicas: Mapping[str, ReplicaPods],
     extra_pods: Sequence[tuple[str, Obj]],
 ) -> list[_Failure]:

@@ -33,9 +33,9 @@ from jobcontroller.core.types import (
     DeleteJob,
     Event,
     JobMetric,
+    JobT,
     Obj,
     Plan,
-    run_policy_delegated,
 )
 
 __all__ = [
@@ -64,7 +64,7 @@ def created_message(kind: str, name: str) -> str:
     return f"{kind} {name} is created."
 
 
-def ensure_created(ctx: PlanContext) -> None:
+def ensure_created(ctx: PlanContext[JobT]) -> None:
     """The anchor sets Created in its create-event predicate; a level-triggered planner adds it
     whenever it is missing, which also covers jobs created while the operator was down."""
     if ctx.status.condition(JobConditionType.CREATED) is not None:
@@ -108,7 +108,7 @@ def stopped_by_run_policy(status: JobStatus) -> bool:
 
 
 def fail(
-    ctx: PlanContext,
+    ctx: PlanContext[JobT],
     *,
     reason: str,
     message: str,
@@ -125,7 +125,7 @@ def fail(
     ctx.event(event_type, reason, message)
 
 
-def _delete_pod_groups(ctx: PlanContext) -> None:
+def _delete_pod_groups(ctx: PlanContext[JobT]) -> None:
     planned = False
     for group in ctx.observed.owned.get(POD_GROUP, ()):
         planned = ctx.delete(POD_GROUP, group, reason="job-terminated") or planned
@@ -133,7 +133,7 @@ def _delete_pod_groups(ctx: PlanContext) -> None:
         ctx.event("Normal", "JobTerminated", "Job has terminated; deleting its PodGroup")
 
 
-def plan_finished(ctx: PlanContext) -> None:
+def plan_finished(ctx: PlanContext[JobT]) -> None:
     """Clean up a Succeeded or Failed job per cleanPodPolicy, then apply its TTL.
 
     Runs on every plan of a finished job, so a deletion that failed is simply planned again.
@@ -173,7 +173,7 @@ def plan_finished(ctx: PlanContext) -> None:
     ttl = ctx.job.run_policy.ttl_seconds_after_finished
     if ttl is None or ctx.job.run_policy.suspend or status.completion_time is None:
         return
-    if run_policy_delegated(ctx.fw, ctx.job):
+    if ctx.fw.delegates_run_policy(ctx.job):
         return  # the TTL is an owned object's (MPI's launcher Job); the job itself stays
     remaining = (status.completion_time - ctx.now).total_seconds() + ttl
     if remaining <= 0:
@@ -183,7 +183,7 @@ def plan_finished(ctx: PlanContext) -> None:
         ctx.timers.append(remaining)
 
 
-def finish_transition(ctx: PlanContext) -> None:
+def finish_transition(ctx: PlanContext[JobT]) -> None:
     """Book-keeping when the framework's status rule has just finished the job: completion
     time, metric, event (unless the framework emitted one), and the finished clean-up in the
     same plan instead of one reconcile later. Pods and Services planned for creation in this
@@ -208,7 +208,7 @@ def finish_transition(ctx: PlanContext) -> None:
     plan_finished(ctx)
 
 
-def plan_suspended(ctx: PlanContext) -> None:
+def plan_suspended(ctx: PlanContext[JobT]) -> None:
     """Suspend: remove every pod, Service and the PodGroup regardless of cleanPodPolicy, so
     a queueing system (Kueue) gets the resources back; keep startTime."""
     for pod in ctx.observed.pods:
@@ -245,7 +245,7 @@ def plan_suspended(ctx: PlanContext) -> None:
         ctx.event("Normal", reason, words.suspended)
 
 
-def resume_if_suspended(ctx: PlanContext) -> None:
+def resume_if_suspended(ctx: PlanContext[JobT]) -> None:
     """Resume: the active deadline counts again from now."""
     if not is_suspended(ctx.status):
         return
@@ -263,7 +263,7 @@ def resume_if_suspended(ctx: PlanContext) -> None:
         ctx.event("Normal", reason, message)
 
 
-def sync_conflict_condition(ctx: PlanContext) -> None:
+def sync_conflict_condition(ctx: PlanContext[JobT]) -> None:
     """Show name conflicts, and creations the API server keeps refusing for a reason that may
     pass, on the Created condition (in place, status stays True).
 
@@ -310,7 +310,7 @@ def sync_conflict_condition(ctx: PlanContext) -> None:
         ctx.event("Warning", reason, message)
 
 
-def _replica_services(ctx: PlanContext) -> list[Obj]:
+def _replica_services(ctx: PlanContext[JobT]) -> list[Obj]:
     """The per-replica Services the base built (they carry a replica-type label); any other
     Service the job owns is its framework's to manage (MPI's job-wide headless Service)."""
     return [

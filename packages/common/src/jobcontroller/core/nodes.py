@@ -26,15 +26,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from jobcontroller.api.common import RestartPolicy
-from jobcontroller.core.conditions import REASON_FAILED, new_reason
-from jobcontroller.core.context import PlanContext, aware
+from jobcontroller.core.conditions import REASON_FAILED, new_reason, parse_time
+from jobcontroller.core.context import PlanContext
 from jobcontroller.core.lifecycle import fail
 from jobcontroller.core.names import REPLICA_TYPE_LABEL
 from jobcontroller.core.replicas import PHASE_FAILED, PHASE_SUCCEEDED, phase, replica_index
-from jobcontroller.core.types import POD, NodeState, Obj, index_offset
+from jobcontroller.core.types import POD, JobT, NodeState, Obj
 
 __all__ = ["REASON_NODE_LOST", "LostPod", "fail_for_lost_pods", "mark_lost_pods", "node_state"]
 
@@ -52,21 +52,12 @@ class LostPod:
 
 def node_state(node: Obj) -> NodeState:
     """A Node (whole, or as the informer compacts it) as :class:`NodeState`."""
-    meta = node.get("metadata") or {}
+    created = parse_time((node.get("metadata") or {}).get("creationTimestamp"))
     for cond in (node.get("status") or {}).get("conditions") or ():
         if isinstance(cond, dict) and cond.get("type") == "Ready":
-            since = _parse(cond.get("lastTransitionTime")) or _parse(meta.get("creationTimestamp"))
+            since = parse_time(cond.get("lastTransitionTime")) or created
             return NodeState(ready=cond.get("status") == "True", since=since)
-    return NodeState(ready=False, since=_parse(meta.get("creationTimestamp")))
-
-
-def _parse(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return aware(datetime.fromisoformat(value.replace("Z", "+00:00")))
-    except ValueError:
-        return None
+    return NodeState(ready=False, since=created)
 
 
 def _meta(pod: Obj) -> dict[str, object]:
@@ -74,7 +65,7 @@ def _meta(pod: Obj) -> dict[str, object]:
     return meta if isinstance(meta, dict) else {}
 
 
-def _lost(ctx: PlanContext, pod: Obj) -> LostPod | None:
+def _lost(ctx: PlanContext[JobT], pod: Obj) -> LostPod | None:
     """The pod's NodeLost verdict, arming a timer for a node that is NotReady within grace."""
     lookup, grace = ctx.observed.node, ctx.config.node_lost_grace_seconds
     if lookup is None or grace <= 0 or phase(pod) in (PHASE_SUCCEEDED, PHASE_FAILED):
@@ -87,10 +78,8 @@ def _lost(ctx: PlanContext, pod: Obj) -> LostPod | None:
         return LostPod(pod=pod, node=node_name, gone=True)
     if state.ready:
         return None
-    since = max(
-        (t for t in (state.since, _parse(_meta(pod).get("creationTimestamp"))) if t is not None),
-        default=ctx.now,
-    )
+    created = parse_time(_meta(pod).get("creationTimestamp"))
+    since = max((t for t in (state.since, created) if t is not None), default=ctx.now)
     remaining = (since + timedelta(seconds=grace) - ctx.now).total_seconds()
     if remaining > 0:
         ctx.timers.append(remaining)
@@ -108,7 +97,7 @@ def _message(lost: LostPod, namespace: str) -> str:
     return f"Pod {namespace}/{name} has failed with reason NodeLost: its node {lost.node} {why}"
 
 
-def mark_lost_pods(ctx: PlanContext) -> list[LostPod]:
+def mark_lost_pods(ctx: PlanContext[JobT]) -> list[LostPod]:
     """Find the job's pods on lost nodes; show them to the rest of the plan as Failed (reason
     NodeLost), plan their force-deletion and a Warning event each. Returns them."""
     lost: list[LostPod] = []
@@ -142,7 +131,7 @@ def mark_lost_pods(ctx: PlanContext) -> list[LostPod]:
     return lost
 
 
-def fail_for_lost_pods(ctx: PlanContext, lost: Sequence[LostPod]) -> bool:
+def fail_for_lost_pods(ctx: PlanContext[JobT], lost: Sequence[LostPod]) -> bool:
     """Fail the job for a lost pod of a replica type that is never restarted (policy Never),
     in its current range of indices; True if so."""
     specs = ctx.job.replica_specs()
@@ -155,7 +144,7 @@ def fail_for_lost_pods(ctx: PlanContext, lost: Sequence[LostPod]) -> bool:
             continue
         spec = specs[rtype]
         index = replica_index(item.pod)
-        offset = index_offset(ctx.fw, ctx.job, rtype)
+        offset = ctx.fw.replica_index_offset(ctx.job, rtype)
         if index is None or index - offset >= (spec.replicas or 0):
             continue  # being scaled away: it counts nowhere
         if spec.restart_policy not in (RestartPolicy.NEVER, None):

@@ -21,12 +21,11 @@ from jobcontroller.core.restart import pod_restart_policy
 from jobcontroller.core.types import (
     POD,
     SERVICE,
-    Framework,
+    FrameworkOf,
     GangFlavor,
+    JobT,
     Obj,
     PlanConfig,
-    gang_flavor,
-    index_offset,
 )
 
 __all__ = [
@@ -112,8 +111,8 @@ def build_template(
 
 
 def build_pod(
-    fw: Framework,
-    job: JobModel[Any],
+    fw: FrameworkOf[JobT],
+    job: JobT,
     *,
     rtype: str,
     index: int,
@@ -125,7 +124,7 @@ def build_pod(
         controller_name=fw.controller_name,
         job_name=job.name,
         rtype=rtype,
-        index=index + index_offset(fw, job, rtype),
+        index=index + fw.replica_index_offset(job, rtype),
     )
     if fw.is_master_role(job, rtype, index):
         labels[JOB_ROLE_LABEL] = JOB_ROLE_MASTER
@@ -141,7 +140,7 @@ def build_pod(
         labels=labels,
         restart_policy=pod_restart_policy(spec.restart_policy),
         configure=configure,
-        flavor=gang_flavor(fw, job),
+        flavor=fw.gang_flavor(job),
     )
     template = built.template
     metadata = template["metadata"]
@@ -182,14 +181,14 @@ def service_ports(template: Obj, *, container: str | None) -> list[dict[str, Any
 
 
 def build_service(
-    fw: Framework, job: JobModel[Any], *, rtype: str, index: int, spec: ReplicaSpec
+    fw: FrameworkOf[JobT], job: JobT, *, rtype: str, index: int, spec: ReplicaSpec
 ) -> Obj:
     """The headless Service giving one replica a stable DNS name (its pod's name)."""
     selector = replica_labels(
         controller_name=fw.controller_name,
         job_name=job.name,
         rtype=rtype,
-        index=index + index_offset(fw, job, rtype),
+        index=index + fw.replica_index_offset(job, rtype),
     )
     service_spec: dict[str, Any] = {"clusterIP": "None", "selector": dict(selector)}
     ports = service_ports(spec.template, container=fw.model.DEFAULT_CONTAINER_NAME)

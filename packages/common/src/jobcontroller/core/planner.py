@@ -41,6 +41,7 @@ from jobcontroller.core.conditions import (
 )
 from jobcontroller.core.context import PlanContext, aware
 from jobcontroller.core.crashes import QUARANTINE_CRASHES, quarantine_plan
+from jobcontroller.core.followjob import follow_batch_jobs
 from jobcontroller.core.gang import plan_gang, restart_all
 from jobcontroller.core.lifecycle import (
     REASON_FAILED_CREATE,
@@ -72,6 +73,7 @@ from jobcontroller.core.replicas import (
     is_terminating,
     phase,
     pods_by_rtype,
+    pods_in_range,
     replica_pods,
     terminated_state,
 )
@@ -88,17 +90,15 @@ from jobcontroller.core.types import (
     POD,
     POD_GROUP,
     CreateObject,
-    Framework,
+    FrameworkOf,
     JobMetric,
+    JobT,
     Obj,
     Observed,
     PatchObject,
     Plan,
     PlanConfig,
     ReplicaPods,
-    gang_flavor,
-    index_offset,
-    run_policy_delegated,
 )
 
 __all__ = ["plan"]
@@ -107,7 +107,7 @@ _Decision = tuple[str, Obj, FailedPodVerdict]
 
 
 def plan(
-    fw: Framework,
+    fw: FrameworkOf[JobT],
     raw_job: dict[str, Any],
     observed: Observed,
     *,
@@ -165,7 +165,7 @@ def plan(
     return ctx.to_plan()
 
 
-def _warn_tolerated(ctx: PlanContext, rules: Sequence[str]) -> None:
+def _warn_tolerated(ctx: PlanContext[JobT], rules: Sequence[str]) -> None:
     """A job stored before the swap breaks rules the Go operator never checked: say so once
     (a Warning event; the annotation records which rules were reported) and run it."""
     digest = hashlib.sha256("\n".join(sorted(rules)).encode()).hexdigest()[:16]
@@ -187,7 +187,7 @@ def _warn_tolerated(ctx: PlanContext, rules: Sequence[str]) -> None:
     )
 
 
-def _extra_objects(ctx: PlanContext) -> None:
+def _extra_objects(ctx: PlanContext[JobT]) -> None:
     """The framework's own objects on a suspended or finished job (the status says which), so
     it can scale away an HPA or suspend a launcher Job. Skipped for a job that failed
     validation: its spec may not be usable."""
@@ -197,7 +197,7 @@ def _extra_objects(ctx: PlanContext) -> None:
     _add_extra_objects(ctx)
 
 
-def _add_extra_objects(ctx: PlanContext) -> None:
+def _add_extra_objects(ctx: PlanContext[JobT]) -> None:
     """The framework's actions and events. Its creations pass the same name check as pods:
     a name held by an object that is not the job's is never touched and shows up as a
     conflict (event and Created condition) instead."""
@@ -210,9 +210,15 @@ def _add_extra_objects(ctx: PlanContext) -> None:
         ctx.events.extend(children.events)
         ctx.conflicts.extend(children.conflicts)
         ctx.status.replica_statuses.update(child_replica_statuses(declared.wanted, ctx.observed))
+        ctx.events += follow_batch_jobs(
+            ctx.job,
+            ctx.status,
+            declared.wanted,
+            ctx.observed,
+            pod_rtypes=ctx.fw.pod_replica_types(ctx.job),
+            now=ctx.now,
+        )
     extra = ctx.fw.extra_objects(ctx.job, ctx.observed, ctx.status, now=ctx.now)
-    if extra.status is not None:
-        ctx.status = extra.status
     for action in extra.actions:
         if isinstance(action, CreateObject) and not ctx.claimable(action.kind, action.name):
             continue
@@ -247,7 +253,7 @@ def _unparseable(
     )
 
 
-def _plan_live(ctx: PlanContext) -> None:
+def _plan_live(ctx: PlanContext[JobT]) -> None:
     job, fw = ctx.job, ctx.fw
     resume_if_suspended(ctx)
     if ctx.status.start_time is None:
@@ -262,19 +268,14 @@ def _plan_live(ctx: PlanContext) -> None:
             grouped[rtype],
             rtype=rtype,
             replicas=specs[rtype].replicas or 0,
-            offset=index_offset(fw, job, rtype),
+            offset=fw.replica_index_offset(job, rtype),
         )
         for rtype in rtypes
     }
     # Pods past the replica count are being scaled away: they count nowhere, so a failed one
     # cannot fail the job and a running one does not inflate ``active`` (the anchor counts
     # them).
-    current = {
-        rtype: [
-            pod for index, pods in slots.by_index.items() if index < slots.replicas for pod in pods
-        ]
-        for rtype, slots in replicas.items()
-    }
+    current = {rtype: pods_in_range(slots) for rtype, slots in replicas.items()}
     previous = {rtype: ctx.status.replica_statuses.get(rtype) for rtype in rtypes}
     for rtype in rtypes:
         _count(ctx, rtype, current[rtype])
@@ -318,7 +319,9 @@ def _plan_live(ctx: PlanContext) -> None:
 
 
 def _update_status(
-    ctx: PlanContext, replicas: Mapping[str, ReplicaPods], current: Mapping[str, Sequence[Obj]]
+    ctx: PlanContext[JobT],
+    replicas: Mapping[str, ReplicaPods],
+    current: Mapping[str, Sequence[Obj]],
 ) -> None:
     """The framework's status rule, except that a job never succeeds while a replica type it
     asks for has no pod at all: a PyTorchJob whose workers the API server refuses must not
@@ -336,7 +339,7 @@ def _update_status(
     ctx.events.extend(events)
 
 
-def _pod_limit_errors(ctx: PlanContext) -> list[str]:
+def _pod_limit_errors(ctx: PlanContext[JobT]) -> list[str]:
     """The operator's per-job pod limit (``--max-pods-per-job``), checked before anything is
     built: a job far above it is refused whole rather than partly created."""
     limit = ctx.config.max_pods_per_job
@@ -354,7 +357,7 @@ def _pod_limit_errors(ctx: PlanContext) -> list[str]:
     ]
 
 
-def _creation_refused(ctx: PlanContext) -> bool:
+def _creation_refused(ctx: PlanContext[JobT]) -> bool:
     """Act on a run of identical creation failures (``config.create_failure_threshold``).
 
     A permanent one (the API server finds the object itself invalid: a bad port, a duplicate
@@ -375,7 +378,7 @@ def _creation_refused(ctx: PlanContext) -> bool:
     return False
 
 
-def _count(ctx: PlanContext, rtype: str, pods: Sequence[Obj]) -> None:
+def _count(ctx: PlanContext[JobT], rtype: str, pods: Sequence[Obj]) -> None:
     counted = count_replica_status(pods)
     old = ctx.status.replica_statuses.get(rtype)
     if old is not None:
@@ -388,7 +391,7 @@ def _count(ctx: PlanContext, rtype: str, pods: Sequence[Obj]) -> None:
 
 
 def _exited_events(
-    ctx: PlanContext,
+    ctx: PlanContext[JobT],
     grouped: Mapping[str, Sequence[Obj]],
     previous: Mapping[str, ReplicaStatus | None],
 ) -> None:
@@ -417,7 +420,9 @@ def _exited_events(
             )
 
 
-def _failed_pod_decisions(ctx: PlanContext, replicas: Mapping[str, ReplicaPods]) -> list[_Decision]:
+def _failed_pod_decisions(
+    ctx: PlanContext[JobT], replicas: Mapping[str, ReplicaPods]
+) -> list[_Decision]:
     specs = ctx.job.replica_specs()
     container = ctx.fw.model.DEFAULT_CONTAINER_NAME
     out: list[_Decision] = []
@@ -441,7 +446,7 @@ def _failed_pod_decisions(ctx: PlanContext, replicas: Mapping[str, ReplicaPods])
 
 
 def _failure_checks(
-    ctx: PlanContext,
+    ctx: PlanContext[JobT],
     grouped: Mapping[str, Sequence[Obj]],
     decisions: Sequence[_Decision],
     ledger: RestartLedger,
@@ -460,7 +465,7 @@ def _failure_checks(
         message = f'job "{job.name}" is failing because "{permanent[0]}" replica(s) failed.'
         fail(ctx, reason=failed_reason, message=message, event_type="Warning")
         return True
-    if run_policy_delegated(ctx.fw, job) and not gang:
+    if ctx.fw.delegates_run_policy(job) and not gang:
         return False
     limit = job.run_policy.backoff_limit
     if limit is not None and not gang:
@@ -491,7 +496,9 @@ def _failure_checks(
     return False
 
 
-def _plan_restarts(ctx: PlanContext, decisions: Sequence[_Decision], ledger: RestartLedger) -> None:
+def _plan_restarts(
+    ctx: PlanContext[JobT], decisions: Sequence[_Decision], ledger: RestartLedger
+) -> None:
     """Delete failed pods for recreation, recording new ones in the job's restart ledger.
 
     The ledger patch is planned before the deletions it accounts for; if the executor runs
@@ -530,7 +537,7 @@ def _plan_restarts(ctx: PlanContext, decisions: Sequence[_Decision], ledger: Res
             ctx.metrics.append(JobMetric.RESTARTED)
 
 
-def _sync_pod_group(ctx: PlanContext) -> bool:
+def _sync_pod_group(ctx: PlanContext[JobT]) -> bool:
     """Create or update the PodGroup; False when pods must wait (Volcano has not admitted the
     group yet, or its name is taken by a foreign object)."""
     if not gang_enabled(ctx.config):
@@ -545,7 +552,7 @@ def _sync_pod_group(ctx: PlanContext) -> bool:
                 job,
                 config=ctx.config,
                 existing=None,
-                flavor=gang_flavor(ctx.fw, job),
+                flavor=ctx.fw.gang_flavor(job),
                 priority_classes=ctx.observed.priority_classes,
             )
             ctx.actions.append(CreateObject(kind=POD_GROUP, body=body))
@@ -556,7 +563,7 @@ def _sync_pod_group(ctx: PlanContext) -> bool:
             job,
             config=ctx.config,
             existing=existing,
-            flavor=gang_flavor(ctx.fw, job),
+            flavor=ctx.fw.gang_flavor(job),
             priority_classes=ctx.observed.priority_classes,
         )
         patch = pod_group_patch(desired=desired, existing=existing)

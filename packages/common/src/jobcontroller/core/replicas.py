@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from jobcontroller.api.common import ReplicaStatus
+from jobcontroller.api.common import JobModel, ReplicaStatus
 from jobcontroller.core.names import REPLICA_INDEX_LABEL, REPLICA_TYPE_LABEL
 from jobcontroller.core.types import Event, Obj, ReplicaPods
 
@@ -30,9 +30,13 @@ __all__ = [
     "missing_indices",
     "phase",
     "pod_container_name",
+    "pod_reason",
     "pods_by_rtype",
+    "pods_in_range",
     "replica_index",
     "replica_pods",
+    "replica_ready",
+    "replica_slots",
     "restart_count",
     "terminated_state",
 ]
@@ -49,6 +53,11 @@ NOT_TERMINATED_EXIT_CODE = 0xBEEF
 
 def phase(pod: Obj) -> str:
     return str((pod.get("status") or {}).get("phase") or "")
+
+
+def pod_reason(pod: Obj) -> str:
+    """The pod's ``status.reason`` (Evicted, DeadlineExceeded...), empty when it has none."""
+    return str((pod.get("status") or {}).get("reason") or "")
 
 
 def is_pod_ready(pod: Obj) -> bool:
@@ -129,6 +138,34 @@ def missing_indices(replicas: int, taken: Mapping[int, object]) -> Iterator[int]
 
 def replica_pods(pods: Sequence[Obj], *, rtype: str, replicas: int, offset: int = 0) -> ReplicaPods:
     return ReplicaPods(rtype=rtype, replicas=replicas, by_index=group_by_index(pods, offset=offset))
+
+
+def replica_slots(
+    job: JobModel[Any], pods: Iterable[Obj], *, rtype: str, offset: int = 0
+) -> ReplicaPods:
+    """The pods of ``rtype`` by slot, grouped as the planner groups them for
+    ``update_status`` (for a hook that gets the whole :class:`Observed`, such as ``children``):
+    by replica type (label, else name) and by ``replica-index`` less ``offset``
+    (the framework's ``replica_index_offset``)."""
+    spec = job.replica_specs().get(rtype)
+    replicas = (spec.replicas or 0) if spec is not None else 0
+    grouped = pods_by_rtype(pods, rtypes=[rtype], job_name=job.name)[rtype]
+    return replica_pods(grouped, rtype=rtype, replicas=replicas, offset=offset)
+
+
+def pods_in_range(slots: ReplicaPods) -> list[Obj]:
+    """The pods of the slots below the replica count: those past it are being scaled away
+    and count nowhere."""
+    return [pod for index, pods in slots.by_index.items() if index < slots.replicas for pod in pods]
+
+
+def replica_ready(slots: ReplicaPods) -> bool:
+    """Every replica has its pod, Ready and not being deleted (the moment a launcher that
+    waits for its workers may start)."""
+    pods = pods_in_range(slots)
+    return len(pods) == slots.replicas and all(
+        is_pod_ready(pod) and not is_terminating(pod) for pod in pods
+    )
 
 
 def count_replica_status(pods: Iterable[Obj]) -> ReplicaStatus:

@@ -4,7 +4,7 @@ Some cluster env lists every replica: TF_CONFIG names every host of every type, 
 WORKER_ADDRS every worker. A pod of a 100,000-worker TFJob carries megabytes of it, more than
 the API server can store (etcd's 1.5 MiB limit): such a job can never run, and building its
 pods only to have them refused costs memory that grows with the job. Each framework therefore
-states the size of what grows (:meth:`Framework.cluster_env_bytes`, arithmetic in the number
+states the size of what grows (:meth:`FrameworkOf.cluster_env_bytes`, arithmetic in the number
 of replica types), and the base adds it to one real pod built for a one-or-two-replica copy of
 the job: an estimate that is never below the real body and close to it, in O(template).
 
@@ -20,12 +20,11 @@ from typing import Any
 
 from jobcontroller.api.common import JobModel
 from jobcontroller.core.objects import build_pod
-from jobcontroller.core.types import Framework, PlanConfig
+from jobcontroller.core.types import FrameworkOf, JobT, PlanConfig
 
 __all__ = [
     "MAX_CONFIGMAP_BYTES",
     "SIZE_CHECK_FLOOR",
-    "cluster_env_bytes",
     "decimal_digits",
     "json_bytes",
     "listed_names_bytes",
@@ -77,19 +76,13 @@ def listed_names_bytes(*, prefix: str, suffix: str, count: int, quote: int, sep:
     return count * each + decimal_digits(count) + (count - 1) * sep
 
 
-def cluster_env_bytes(fw: Framework, job: JobModel[Any], rtype: str, config: PlanConfig) -> int:
-    """``fw.cluster_env_bytes``; 0 for frameworks written before that hook existed."""
-    hook = getattr(fw, "cluster_env_bytes", None)
-    return int(hook(job, rtype, config=config)) if hook is not None else 0
-
-
 def _containers(job: JobModel[Any], rtype: str) -> int:
     template = job.replica_specs()[rtype].template
     containers = (template.get("spec") or {}).get("containers") or []
     return max(len(containers), 1)
 
 
-def _unit_copy(job: JobModel[Any]) -> JobModel[Any]:
+def _unit_copy(job: JobT) -> JobT:
     """The job with at most two replicas of each type: its pods are the real pods' shape with
     the growing env of a tiny job (two, so a job that is distributed stays distributed)."""
     unit = job.model_copy(deep=True)
@@ -102,7 +95,7 @@ def _compact_size(body: Any) -> int:
     return len(json.dumps(body, separators=(",", ":")))
 
 
-def pod_bytes_estimate(fw: Framework, job: JobModel[Any], *, rtype: str, config: PlanConfig) -> int:
+def pod_bytes_estimate(fw: FrameworkOf[JobT], job: JobT, *, rtype: str, config: PlanConfig) -> int:
     """An upper bound (compact JSON bytes) of the largest pod of ``rtype``, close to it.
 
     One pod is built, for the last index of the job's one-or-two-replica copy; what the real
@@ -113,16 +106,18 @@ def pod_bytes_estimate(fw: Framework, job: JobModel[Any], *, rtype: str, config:
     spec = unit.replica_specs()[rtype]
     index = max((spec.replicas or 0) - 1, 0)
     built = build_pod(fw, unit, rtype=rtype, index=index, spec=spec, config=config)
-    grown = cluster_env_bytes(fw, job, rtype, config) - cluster_env_bytes(fw, unit, rtype, config)
+    grown = fw.cluster_env_bytes(job, rtype, config=config) - fw.cluster_env_bytes(
+        unit, rtype, config=config
+    )
     numbers = _NUMBERS_PER_POD + _NUMBERS_PER_CONTAINER * _containers(job, rtype)
     return _compact_size(built.body) + max(grown, 0) + numbers * (_DIGITS - 1)
 
 
-def pod_bytes_hint(fw: Framework, job: JobModel[Any], *, rtype: str, config: PlanConfig) -> int:
+def pod_bytes_hint(fw: FrameworkOf[JobT], job: JobT, *, rtype: str, config: PlanConfig) -> int:
     """A cheap price of one pod of ``rtype`` for the reconcile's byte budget: its template,
     its growing env and an allowance for the rest (labels, owner reference, fixed env)."""
     template = job.replica_specs()[rtype].template
-    return _compact_size(template) + cluster_env_bytes(fw, job, rtype, config) + 2048
+    return _compact_size(template) + fw.cluster_env_bytes(job, rtype, config=config) + 2048
 
 
 def size_message(*, what: str, size: int, limit: int, setting: str, why: str = "") -> str:
@@ -135,7 +130,7 @@ def size_message(*, what: str, size: int, limit: int, setting: str, why: str = "
 
 
 def size_errors(
-    fw: Framework, job: JobModel[Any], *, rtypes: Iterable[str], config: PlanConfig
+    fw: FrameworkOf[JobT], job: JobT, *, rtypes: Iterable[str], config: PlanConfig
 ) -> list[str]:
     """Replica types whose pods could never be stored (``config.max_object_bytes``), each with
     its estimated size; [] when all fit or the check is off (a limit of 0)."""
@@ -147,7 +142,7 @@ def size_errors(
     for rtype in rtypes:
         if rtype not in specs or not specs[rtype].replicas:
             continue
-        if cluster_env_bytes(fw, job, rtype, config) < SIZE_CHECK_FLOOR:
+        if fw.cluster_env_bytes(job, rtype, config=config) < SIZE_CHECK_FLOOR:
             continue
         size = pod_bytes_estimate(fw, job, rtype=rtype, config=config)
         if size > limit:

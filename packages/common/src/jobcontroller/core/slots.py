@@ -13,12 +13,12 @@ from jobcontroller.core.names import replica_name
 from jobcontroller.core.objects import build_pod, build_service
 from jobcontroller.core.replicas import group_by_index, missing_indices, pods_by_rtype
 from jobcontroller.core.sizing import pod_bytes_hint
-from jobcontroller.core.types import POD, SERVICE, CreateObject, ReplicaPods, index_offset
+from jobcontroller.core.types import POD, SERVICE, CreateObject, JobT, ReplicaPods
 
 __all__ = ["reconcile_pods", "reconcile_services"]
 
 
-def reconcile_pods(ctx: PlanContext, slots: ReplicaPods) -> None:
+def reconcile_pods(ctx: PlanContext[JobT], slots: ReplicaPods) -> None:
     """Create the missing pods (as many as the pass's budgets allow), then delete those past
     the replica count. Work follows what exists and the batch, never the replica count: the
     missing indices are found by a lazy scan that stops with the budget."""
@@ -59,13 +59,13 @@ def reconcile_pods(ctx: PlanContext, slots: ReplicaPods) -> None:
             ctx.delete(POD, pod, reason="scale-down")
 
 
-def reconcile_services(ctx: PlanContext, rtype: str, wanted: int) -> None:
+def reconcile_services(ctx: PlanContext[JobT], rtype: str, wanted: int) -> None:
     """The same for the replica type's Services, when the framework wants them."""
     job = ctx.job
     if not ctx.fw.services_for(job, rtype):
         return
     mine = pods_by_rtype(ctx.observed.services, rtypes=[rtype])[rtype]
-    by_index = group_by_index(mine, offset=index_offset(ctx.fw, job, rtype))
+    by_index = group_by_index(mine, offset=ctx.fw.replica_index_offset(job, rtype))
     for index in missing_indices(wanted, by_index):
         name = replica_name(job_name=job.name, rtype=rtype, index=index)
         if not ctx.claimable(SERVICE, name):

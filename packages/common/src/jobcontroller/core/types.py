@@ -199,6 +199,13 @@ class Observed:
     ``QUARANTINE_CRASHES`` on, an unfinished job is failed with reason OperatorCrashed
     instead of being planned."""
 
+    def owned_named(self, kind: str, name: str) -> Obj | None:
+        """The job's own object of ``kind`` (one of ``owned``'s) named ``name``, if cached."""
+        return next(
+            (o for o in self.owned.get(kind, ()) if (o.get("metadata") or {}).get("name") == name),
+            None,
+        )
+
 
 class StatusDoc(Protocol):
     """A planned status as the reconciler handles it, whatever the kind: a v1 job's
@@ -239,7 +246,7 @@ class LifecycleWords:
 
     The training-operator's words by default (:meth:`training_operator`); a framework whose
     anchor words them differently (mpi-operator) returns its own from
-    :meth:`Framework.lifecycle_words`.
+    :meth:`FrameworkOf.lifecycle_words`.
     """
 
     created: str
@@ -312,10 +319,6 @@ class ExtraObjects:
 
     actions: Sequence[Action] = ()
     events: Sequence[Event] = ()
-    status: JobStatus | None = None
-    """The job's status with what the framework's own objects say about it (MPI: the
-    launcher Job's counts and verdict), a changed copy of the one it was given; None leaves
-    it as it was. ``update_status`` runs after, on this status."""
 
 
 JobT = TypeVar("JobT", bound=JobModel[Any])
@@ -374,7 +377,7 @@ class FrameworkOf(ABC, Generic[JobT]):
         """Replica types the base runs as one pod (and one Service) per index, in order
         (``model.REPLICA_TYPES`` first, then any other the job has).
 
-        MPIJob returns only ``Worker``: its launcher is a batch Job from ``extra_objects``.
+        MPIJob returns only ``Worker``: its launcher is a batch Job from ``children``.
         """
         specs = job.replica_specs()
         ordered = [rt for rt in self.model.REPLICA_TYPES if rt in specs]
@@ -447,7 +450,8 @@ class FrameworkOf(ABC, Generic[JobT]):
         """Apply the framework's success and failure rule to ``status`` (in place); the one
         hook without a default.
 
-        Called after the base has counted replica statuses and handled restarts, and after
+        Called after the base has counted replica statuses and handled restarts, after
+        ``children`` (a deciding child Job's rule has run: core/followjob.py) and
         ``extra_objects``; returns the events to record.
         """
 
@@ -465,32 +469,12 @@ class FrameworkOf(ABC, Generic[JobT]):
     def extra_objects(
         self, job: JobT, observed: Observed, status: JobStatus, *, now: dt.datetime
     ) -> ExtraObjects:
-        """Actions on owned objects that ``children`` cannot declare, and what the framework's
-        objects say about the job's status (MPI: the launcher Job's verdict; ``status`` is the
-        planner's: read it, and return a changed copy in :attr:`ExtraObjects.status`).
+        """Actions on owned objects that ``children`` cannot declare, and events about them
+        (``status`` is the planner's, to read; the status rule is ``update_status``'s, or a
+        deciding child Job's).
 
         Called on every reconcile of a valid job: live, suspended (``status`` has
         Suspended=True: remove an HPA, suspend a launcher Job) or finished (Succeeded or
         Failed: clean up what cleanPodPolicy says).
         """
         return ExtraObjects()
-
-
-#: Any framework, as the planner sees it: it plans jobs of every kind, so the job model is
-#: not known to it (each call passes a framework the job it parsed with that framework).
-Framework = FrameworkOf[Any]
-
-
-def gang_flavor(fw: Framework, job: JobModel[Any]) -> GangFlavor:
-    """``fw.gang_flavor(job)`` (the planner's call sites)."""
-    return fw.gang_flavor(job)
-
-
-def index_offset(fw: Framework, job: JobModel[Any], rtype: str) -> int:
-    """``fw.replica_index_offset(job, rtype)`` (the planner's call sites)."""
-    return fw.replica_index_offset(job, rtype)
-
-
-def run_policy_delegated(fw: Framework, job: JobModel[Any]) -> bool:
-    """``fw.delegates_run_policy(job)`` (the planner's call sites)."""
-    return fw.delegates_run_policy(job)

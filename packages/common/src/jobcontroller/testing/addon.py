@@ -18,7 +18,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import yaml
 
@@ -196,3 +196,50 @@ def wait_admitted(
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{what} webhooks not reachable: {detail}") from None
         time.sleep(0.2)
+
+
+class AddonProcess:
+    """The process side of an add-on controller (Kueue's, JobSet's): ``with``, :meth:`stop`,
+    :meth:`alive`, :meth:`log_tail`. A subclass (a dataclass holding ``cp``) sets ``popen``
+    and ``_webhooks`` in ``__post_init__`` and provides ``start`` and ``log``."""
+
+    cp: ControlPlane
+    popen: subprocess.Popen[bytes] | None
+    _webhooks: list[Registered]
+
+    @property
+    def log(self) -> Path:
+        raise NotImplementedError
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        """Unregister the webhooks first (the API server would call a dead process), then
+        stop the process: SIGTERM, SIGKILL after 15 s."""
+        unregister_webhooks(self.cp, self._webhooks)
+        self._webhooks = []
+        if self.popen is not None and self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(15)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self.popen = None
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from typing_extensions import override
 
 from jobcontroller.runtime.kube import Resource
 from jobcontroller.testing import addon
@@ -80,7 +81,7 @@ def find_jobset() -> Path:
 
 
 @dataclass
-class JobSetController:
+class JobSetController(addon.AddonProcess):
     """JobSet's manager running against ``cp``; :meth:`start`, :meth:`stop`, or ``with``."""
 
     cp: ControlPlane
@@ -102,23 +103,18 @@ class JobSetController:
         self._ca: CertificateAuthority | None = None
         self._token: str | None = None
 
-    def __enter__(self) -> JobSetController:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     @property
     def version(self) -> str:
         return self.directory.name.removeprefix("jobset-") if self.directory else "?"
 
     @property
+    @override
     def log(self) -> Path:
         return self.cp.logs / "jobset.log"
 
     # ----------------------------------------------------------------------------- lifecycle
 
+    @override
     def start(self) -> None:
         """Install the CRD, start the manager, register its webhooks, wait until ready."""
         self.directory = self.directory or find_jobset()
@@ -167,27 +163,6 @@ class JobSetController:
             self.stop()
             raise
         self.ready_seconds = time.monotonic() - started
-
-    def stop(self) -> None:
-        addon.unregister_webhooks(self.cp, self._webhooks)
-        self._webhooks = []
-        if self.popen is not None and self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(15)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        self.popen = None
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
     def describe(self) -> list[str]:
         return [

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from typing_extensions import override
 
 from jobcontroller.testing import addon
 from jobcontroller.testing.certs import CertificateAuthority
@@ -78,7 +79,7 @@ def version_of(directory: Path) -> str:
 
 
 @dataclass
-class Kueue:
+class Kueue(addon.AddonProcess):
     """Kueue's manager running against ``cp``; :meth:`start`, :meth:`stop`, or ``with``."""
 
     cp: ControlPlane
@@ -95,25 +96,20 @@ class Kueue:
         self.webhook_port = 0
         self.health_port = 0
         self.workdir: Path | None = None
-        self._webhook_names: list[addon.Registered] = []
-
-    def __enter__(self) -> Kueue:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self._webhooks: list[addon.Registered] = []
 
     @property
     def version(self) -> str:
         return version_of(self.directory) if self.directory else "?"
 
     @property
+    @override
     def log(self) -> Path:
         return self.cp.logs / "kueue.log"
 
     # ----------------------------------------------------------------------------- lifecycle
 
+    @override
     def start(self) -> None:
         """Install the CRDs, start the manager, register its webhooks, wait until ready."""
         self.directory = self.directory or find_kueue()
@@ -151,27 +147,6 @@ class Kueue:
         except BaseException:
             self.stop()
             raise
-
-    def stop(self) -> None:
-        addon.unregister_webhooks(self.cp, self._webhook_names)
-        self._webhook_names = []
-        if self.popen is not None and self.popen.poll() is None:
-            self.popen.terminate()
-            try:
-                self.popen.wait(15)
-            except subprocess.TimeoutExpired:
-                self.popen.kill()
-                self.popen.wait()
-        self.popen = None
-
-    def alive(self) -> bool:
-        return self.popen is not None and self.popen.poll() is None
-
-    def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return "(no log)"
 
     def describe(self) -> list[str]:
         return [
@@ -302,7 +277,7 @@ class Kueue:
                 hook["namespaceSelector"] = {"matchExpressions": [self._kubeflow_namespaces()]}
             return hook
 
-        self._webhook_names = addon.register_webhooks(
+        self._webhooks = addon.register_webhooks(
             self.cp,
             self.directory / "webhook.yaml",
             port=self.webhook_port,
