@@ -15,6 +15,7 @@ from kfjob.ui.html import job_row_html
 from kfjob.ui.model import (
     TRAINJOB,
     V1_KINDS,
+    Permission,
     conditions,
     exit_info,
     human,
@@ -200,6 +201,7 @@ def test_everything_from_the_cluster_is_escaped() -> None:
         env=env_html([pod]),
         csrf="token",
         now=NOW,
+        permissions={"delete": Permission(False, HOSTILE)},
     )
     for name, html in sections.items():
         assert "<script" not in html and "<img" not in html, name
@@ -220,13 +222,13 @@ def test_a_row_links_to_the_jobs_page_and_carries_its_filters() -> None:
 
 def test_the_summary_offers_resume_for_a_suspended_job_and_suspend_otherwise() -> None:
     running = pytorchjob(cond("Running"))
-    summary = job_sections(PYTORCH, running, pods=[], events=[], env="", csrf="tok", now=NOW)[
-        "summary"
-    ]
+    summary = job_sections(
+        PYTORCH, running, pods=[], events=[], env="", csrf="tok", now=NOW, permissions={}
+    )["summary"]
     assert 'data-action="suspend"' in summary and 'data-action="resume"' not in summary
     assert 'name="csrf" value="tok"' in summary
     running["spec"]["runPolicy"] = {"suspend": True}
-    summary = job_sections(PYTORCH, running, pods=[], events=[], env="", csrf="tok", now=NOW)[
-        "summary"
-    ]
+    summary = job_sections(
+        PYTORCH, running, pods=[], events=[], env="", csrf="tok", now=NOW, permissions={}
+    )["summary"]
     assert 'data-action="resume"' in summary and 'data-action="suspend"' not in summary

@@ -13,7 +13,7 @@ import json
 import os
 import random
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import urllib3
@@ -27,7 +27,8 @@ __all__ = ["Cluster", "abort"]
 
 Obj = dict[str, Any]
 
-#: Long-lived connections: a watch per kind and scope, a log stream per open log panel.
+#: Connections kept for reuse: a watch per kind and scope, four per open job page, a log
+#: stream per open log panel (past this many, a connection is opened and closed as needed).
 POOL_SIZE = 64
 
 
@@ -144,31 +145,40 @@ class Cluster:
             raise _failure(exc) from exc
         return _json(resp)
 
-    def list_jobs(self, kind: ServedKind, namespace: str) -> tuple[list[Obj], str]:
-        """The jobs and the list's resourceVersion (to watch from)."""
-        data = self._list(kind, namespace)
-        items = [i for i in data.get("items") or [] if isinstance(i, dict)]
-        return items, str((data.get("metadata") or {}).get("resourceVersion") or "")
-
-    def list_pods(self, label: str, namespace: str) -> tuple[list[Obj], str]:
-        """Pods that carry ``label`` (any value): the jobs' pods, for their restarts."""
+    def list(
+        self, path: str, *, label_selector: str = "", field_selector: str = ""
+    ) -> tuple[list[Obj], str]:
+        """The items at ``path`` (a collection's URL) and the list's resourceVersion."""
+        query: list[tuple[str, Any]] = []
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         try:
-            if namespace:
-                resp = self.core.list_namespaced_pod(
-                    namespace, label_selector=label, _preload_content=False, _request_timeout=60
+            data = _json(
+                self.api.call_api(
+                    path,
+                    "GET",
+                    query_params=query,
+                    header_params={"Accept": "application/json"},
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _return_http_data_only=True,
+                    _request_timeout=60,
                 )
-            else:
-                resp = self.core.list_pod_for_all_namespaces(
-                    label_selector=label, _preload_content=False, _request_timeout=60
-                )
+            )
         except ApiException as exc:
             raise _failure(exc) from exc
-        data = _json(resp)
         items = [i for i in data.get("items") or [] if isinstance(i, dict)]
         return items, str((data.get("metadata") or {}).get("resourceVersion") or "")
 
     def watch(
-        self, path: str, *, resource_version: str, label_selector: str = ""
+        self,
+        path: str,
+        *,
+        resource_version: str,
+        label_selector: str = "",
+        field_selector: str = "",
     ) -> urllib3.BaseHTTPResponse:
         """A watch stream from ``resource_version`` (a random server-side timeout, as
         client-go's reflector uses, so many watches do not all end at once)."""
@@ -180,6 +190,8 @@ class Cluster:
         ]
         if label_selector:
             query.append(("labelSelector", label_selector))
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         try:
             return _raw(
                 self.api.call_api(
@@ -209,56 +221,42 @@ class Cluster:
                     if isinstance(event, dict):
                         yield event
 
-    def get_job(self, kind: ServedKind, namespace: str, name: str) -> Obj:
+    def may(self, *, namespace: str, group: str, resource: str, verb: str) -> tuple[bool, str]:
+        """Whether the user may ``verb`` the ``resource`` in ``namespace``, as the API server
+        answers a SelfSubjectAccessReview (which every authenticated user may ask), and why
+        not when it says why."""
+        body = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {
+                    "namespace": namespace,
+                    "group": group,
+                    "resource": resource,
+                    "verb": verb,
+                }
+            },
+        }
         try:
-            return _json(
-                self.custom.get_namespaced_custom_object(
-                    kind.group,
-                    kind.version,
-                    namespace,
-                    kind.plural,
-                    name,
+            data = _json(
+                self.api.call_api(
+                    "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                    "POST",
+                    body=body,
+                    header_params={
+                        "Accept": "application/json",
+                        "Content-Type": "application/json",
+                    },
+                    auth_settings=["BearerToken"],
                     _preload_content=False,
+                    _return_http_data_only=True,
                     _request_timeout=30,
                 )
             )
         except ApiException as exc:
             raise _failure(exc) from exc
-
-    def job_pods(self, kind: ServedKind, namespace: str, name: str) -> list[Obj]:
-        from kfjob.client import pod_order
-
-        try:
-            resp = self.core.list_namespaced_pod(
-                namespace,
-                label_selector=f"{kind.pod_label}={name}",
-                _preload_content=False,
-                _request_timeout=30,
-            )
-        except ApiException as exc:
-            raise _failure(exc) from exc
-        pods = [p for p in _json(resp).get("items") or [] if isinstance(p, dict)]
-        return sorted(pods, key=pod_order)
-
-    def job_events(
-        self, kind: ServedKind, namespace: str, name: str, pods: Sequence[str]
-    ) -> list[Obj]:
-        """Events about the job and its pods (those of the namespace, filtered here)."""
-        try:
-            resp = self.core.list_namespaced_event(
-                namespace, _preload_content=False, _request_timeout=30
-            )
-        except ApiException as exc:
-            raise _failure(exc) from exc
-        wanted = set(pods)
-        out = []
-        for event in _json(resp).get("items") or []:
-            obj = event.get("involvedObject") or {}
-            if (obj.get("kind") == kind.kind and obj.get("name") == name) or (
-                obj.get("kind") == "Pod" and obj.get("name") in wanted
-            ):
-                out.append(event)
-        return out
+        status = data.get("status") or {}
+        return status.get("allowed") is True, str(status.get("reason") or "")
 
     def set_suspend(self, kind: ServedKind, namespace: str, name: str, value: bool) -> None:
         try:

@@ -1,19 +1,20 @@
 """The jobs page's live data: one list+watch per kind and namespace scope, shared by every
 open page, and the subscribers that get each changed row.
 
-A watcher thread lists, then watches from the list's resourceVersion (bookmarks keep it fresh;
-a 410 Gone relists, as client-go's reflector does); its store holds only what a row needs (a
-job's metadata and status, a pod's job and restarts), so memory follows what exists. Every
+A watcher thread runs a :class:`~kfjob.ui.watch.Reflector` (list, then watch from the list's
+resourceVersion; a broken stream resumes from the last version, a 410 Gone lists again); its
+store holds only what a row needs (a job's metadata and status, a pod's job and restarts), so
+memory follows what exists. Every
 ``rediscover`` seconds the hub asks again which kinds are served and where the user may list
 them, so a CRD installed after start (TrainJob's) shows up without a restart.
 
-A subscriber gets the current rows, then every change; one that cannot keep up (its queue
-full) is dropped, and the page's EventSource reconnects and starts again from the rows.
+A subscriber gets the current rows, then every change (its ``notify`` is called after each);
+one that cannot keep up (its queue full) is dropped, and the page's EventSource reconnects and
+starts again from the rows.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import queue
 import threading
@@ -21,11 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import urllib3
-
 from kfjob.client import ApiFailure
-from kfjob.ui.cluster import Cluster, abort
+from kfjob.ui.cluster import Cluster
 from kfjob.ui.model import JobRow, ServedKind, job_row, restarts
+from kfjob.ui.watch import Reflector
 
 __all__ = ["Hub", "Subscription"]
 
@@ -43,16 +43,14 @@ class Subscription:
         default_factory=lambda: queue.Queue(maxsize=QUEUE_SIZE)
     )
     dropped: bool = False
-
-
-class _Gone(Exception):
-    """The watch's resourceVersion is too old (410): list again."""
+    notify: Callable[[], None] = lambda: None
 
 
 class Hub:
-    def __init__(self, cluster: Cluster, *, rediscover: float = 30.0) -> None:
+    def __init__(self, cluster: Cluster, *, rediscover: float = 30.0, backoff: float = 1.0) -> None:
         self.cluster = cluster
         self.rediscover = rediscover
+        self.backoff = backoff
         self.kinds: list[ServedKind] = []
         self.scopes: dict[str, list[str]] = {}
         """Per kind, the namespaces watched (``""``: all)."""
@@ -65,7 +63,8 @@ class Hub:
         self._rows: dict[str, JobRow] = {}
         self._subs: set[Subscription] = set()
         self._watchers: dict[str, threading.Thread] = {}
-        self._streams: set[urllib3.BaseHTTPResponse] = set()
+        self.reflectors: dict[str, Reflector] = {}
+        """Per source (``pytorchjobs@ns``, ``pods:LABEL@ns``; ``@`` alone: every namespace)."""
         self._stop = threading.Event()
         self._discovered = threading.Event()
 
@@ -79,10 +78,11 @@ class Hub:
 
     def stop(self) -> None:
         self._stop.set()
-        with self._lock:
-            streams = list(self._streams)
-        for resp in streams:
-            abort(resp)
+        for reflector in list(self.reflectors.values()):
+            reflector.abort()
+
+    def threads(self) -> list[threading.Thread]:
+        return list(self._watchers.values())
 
     def _discover_loop(self) -> None:
         while not self._stop.is_set():
@@ -124,8 +124,10 @@ class Hub:
 
     # ------------------------------------------------------------------ subscribers
 
-    def subscribe(self) -> tuple[Subscription, list[JobRow]]:
-        sub = Subscription()
+    def subscribe(
+        self, *, notify: Callable[[], None] = lambda: None
+    ) -> tuple[Subscription, list[JobRow]]:
+        sub = Subscription(notify=notify)
         with self._lock:
             self._subs.add(sub)
             return sub, newest_first(list(self._rows.values()))
@@ -145,6 +147,7 @@ class Hub:
             except queue.Full:
                 sub.dropped = True
                 self._subs.discard(sub)
+            sub.notify()
 
     def _refresh(self, key: str) -> None:
         """Recompute one row (lock held) and tell the subscribers if it changed."""
@@ -169,51 +172,26 @@ class Hub:
         *,
         path: str,
         label: str,
-        list_: Callable[[], tuple[list[Obj], str]],
         reset: Callable[[list[Obj]], None],
         apply: Callable[[str, Obj], None],
     ) -> None:
-        delay = 1.0
-        while not self._stop.is_set():
-            try:
-                items, rv = list_()
-                reset(items)
-                delay = 1.0
-                while not self._stop.is_set():
-                    rv = self._stream(path, rv, label, apply)
-            except _Gone:
-                continue
-            except ApiFailure as exc:
-                if exc.status in (401, 403, 404):
-                    reset([])
-                    self.notes[source] = f"stopped watching {source}: {exc.message}"
-                    return  # rediscovery starts it again if access comes back
-                log.warning("watch %s: %s", source, exc.message)
-            except Exception as exc:  # a broken stream: list again, later
-                log.warning("watch %s: %s", source, exc)
-            self._stop.wait(delay)
-            delay = min(delay * 2, 30.0)
+        def denied(exc: ApiFailure) -> None:
+            reset([])
+            # Rediscovery starts the watch again if access comes back.
+            self.notes[source] = f"stopped watching {source}: {exc.message}"
 
-    def _stream(self, path: str, rv: str, label: str, apply: Callable[[str, Obj], None]) -> str:
-        resp = self.cluster.watch(path, resource_version=rv, label_selector=label)
-        with self._lock:
-            self._streams.add(resp)
-        try:
-            for event in self.cluster.events_of(resp):
-                etype, obj = str(event.get("type")), event.get("object") or {}
-                if etype == "ERROR":
-                    if obj.get("code") == 410:
-                        raise _Gone
-                    raise ApiFailure(int(obj.get("code") or 0), str(obj.get("message") or ""))
-                rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
-                if etype != "BOOKMARK":
-                    apply(etype, obj)
-        finally:
-            with self._lock:
-                self._streams.discard(resp)
-            with contextlib.suppress(Exception):
-                resp.release_conn()
-        return rv
+        reflector = Reflector(
+            self.cluster,
+            path=path,
+            label_selector=label,
+            on_reset=reset,
+            on_event=apply,
+            on_denied=denied,
+            stop=self._stop,
+            backoff=self.backoff,
+        )
+        self.reflectors[source] = reflector
+        reflector.run()
 
     def _watch_jobs(self, kind: ServedKind, namespace: str) -> None:
         source = f"{kind.plural}@{namespace}"
@@ -244,14 +222,7 @@ class Hub:
                     self._jobs[key] = (kind, _slim(obj), source)
                 self._refresh(key)
 
-        self._run(
-            source,
-            path=path,
-            label="",
-            list_=lambda: self.cluster.list_jobs(kind, namespace),
-            reset=reset,
-            apply=apply,
-        )
+        self._run(source, path=path, label="", reset=reset, apply=apply)
 
     def _set_pod(self, ident: tuple[str, str], value: tuple[str, str, int, str] | None) -> None:
         """Store a pod's entry (None: forget it), keep the per-job sums, refresh its job's row
@@ -297,14 +268,7 @@ class Hub:
             with self._lock:
                 self._set_pod(ident, None if etype == "DELETED" else value)
 
-        self._run(
-            source,
-            path=path,
-            label=label,
-            list_=lambda: self.cluster.list_pods(label, namespace),
-            reset=reset,
-            apply=apply,
-        )
+        self._run(source, path=path, label=label, reset=reset, apply=apply)
 
 
 def _key(kind: ServedKind, job: Obj) -> str:

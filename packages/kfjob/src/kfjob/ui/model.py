@@ -24,6 +24,7 @@ __all__ = [
     "V1_KINDS",
     "Condition",
     "JobRow",
+    "Permission",
     "PodRow",
     "ReplicaRow",
     "ServedKind",
@@ -105,6 +106,16 @@ TRAINJOB = ServedKind(
     suspend_path=("spec", "suspend"),
 )
 CANDIDATES: tuple[ServedKind, ...] = (*V1_KINDS, TRAINJOB)
+
+
+@dataclass(frozen=True, slots=True)
+class Permission:
+    """Whether the user may do something, as the API server answered (``allowed`` None: it
+    could not be asked, so the page offers the action and the API server decides)."""
+
+    allowed: bool | None
+    why: str = ""
+    """Said when not allowed, or not known."""
 
 
 def _status(job: Mapping[str, Any]) -> Obj:

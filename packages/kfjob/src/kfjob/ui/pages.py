@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kfjob.client import parse_time
-from kfjob.render import pod_env, to_yaml
+from kfjob.render import RenderError, pod_env, render_job, to_yaml
 from kfjob.ui.html import (
     JOB_HEADERS,
     STATES,
@@ -26,6 +26,7 @@ from kfjob.ui.html import (
 )
 from kfjob.ui.model import (
     JobRow,
+    Permission,
     ServedKind,
     conditions,
     event_rows,
@@ -36,7 +37,7 @@ from kfjob.ui.model import (
     replica_rows,
 )
 
-__all__ = ["env_html", "job_page", "job_sections", "jobs_page"]
+__all__ = ["env_html", "env_section", "job_page", "job_sections", "jobs_page"]
 
 Obj = dict[str, Any]
 
@@ -95,7 +96,13 @@ def jobs_page(
     )
 
 
-def _summary(kind: ServedKind, job: Obj, csrf: str, now: dt.datetime) -> str:
+def _summary(
+    kind: ServedKind,
+    job: Obj,
+    csrf: str,
+    now: dt.datetime,
+    permissions: Mapping[str, Permission],
+) -> str:
     meta = job.get("metadata") or {}
     status = job.get("status") or {}
     ns, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
@@ -121,43 +128,65 @@ def _summary(kind: ServedKind, job: Obj, csrf: str, now: dt.datetime) -> str:
     what = f"{kind.kind} {ns}/{name}"
     suspended = kind.suspended(job)
     finished = state in ("Succeeded", "Failed", "Complete")
-    toggle = (
-        ""
-        if finished and not suspended
-        else (
-            _action(url, "resume", "Resume", f"Resume {what}? Its pods are created again.", csrf)
-            if suspended
-            else _action(
-                url,
+    offered: list[tuple[str, str, str, bool]] = []  # action, label, confirmation, danger
+    if suspended:
+        offered.append(("resume", "Resume", f"Resume {what}? Its pods are created again.", False))
+    elif not finished:
+        offered.append(
+            (
                 "suspend",
                 "Suspend",
                 f"Suspend {what}? Its pods are deleted until it is resumed.",
-                csrf,
+                False,
             )
         )
+    offered.append(
+        (
+            "delete",
+            "Delete",
+            f"Delete {what}? Its pods and services are deleted with it. This cannot be undone.",
+            True,
+        )
     )
-    delete = _action(
-        url,
-        "delete",
-        "Delete",
-        f"Delete {what}? Its pods and services are deleted with it. This cannot be undone.",
-        csrf,
-        danger=True,
-    )
+    buttons, notes = [], []
+    for action, label, confirm, danger in offered:
+        permission = permissions.get(action, Permission(None))
+        if permission.allowed is False:
+            notes.append(
+                f'<p class="note" id="why-{action}">{esc(label)}: {esc(permission.why)}</p>'
+            )
+        buttons.append(
+            _action(url, action, label, confirm, csrf, danger=danger, permission=permission)
+        )
     return (
         f'<dl class="facts">{dl}</dl>'
-        f'<div class="actions" aria-label="Actions" role="group">{toggle}{delete}</div>'
+        f'<div class="actions" aria-label="Actions" role="group">{"".join(buttons)}</div>'
+        f"{''.join(notes)}"
     )
 
 
 def _action(
-    url: str, action: str, label: str, confirm: str, csrf: str, danger: bool = False
+    url: str,
+    action: str,
+    label: str,
+    confirm: str,
+    csrf: str,
+    *,
+    danger: bool,
+    permission: Permission,
 ) -> str:
+    """An action's form; its button disabled, saying why (a tooltip, and the note under the
+    buttons it is described by), when the API server said the user may not."""
     cls = ' class="danger"' if danger else ""
+    state = ""
+    if permission.allowed is False:
+        state = f' disabled title="{esc(permission.why)}" aria-describedby="why-{action}"'
+    elif permission.allowed is None and permission.why:
+        state = f' title="{esc(permission.why)}"'
     return (
         f'<form method="post" action="{esc(url)}/{action}" data-action="{action}" '
         f'data-confirm="{esc(confirm)}"><input type="hidden" name="csrf" value="{esc(csrf)}">'
-        f'<button type="submit"{cls}>{esc(label)}</button></form>'
+        f'<button type="submit"{cls}{state}>{esc(label)}</button></form>'
     )
 
 
@@ -247,6 +276,21 @@ def env_html(pods: Sequence[Obj], note: str = "") -> str:
     return "".join(parts) or '<p class="empty">No pods yet.</p>'
 
 
+def env_section(kind: ServedKind, job: Obj, pods: Sequence[Obj]) -> str:
+    """The env of the job's pods; with none (suspended, not yet created), the env the
+    operator would write, rendered offline from the job's spec."""
+    if pods or kind.job_kind is None:
+        return env_html(pods)
+    spec_only = {k: v for k, v in job.items() if k != "status"}
+    try:
+        rendered = render_job(spec_only, controller=kind.job_kind.controller())
+    except RenderError as exc:
+        return f'<p class="note">{esc(f"No pods, and the job does not render: {exc}")}</p>'
+    return env_html(
+        rendered.pods, note="No pods now: the env the operator writes, rendered offline."
+    )
+
+
 def job_yaml(job: Obj) -> str:
     shown = dict(job)
     meta = dict(shown.get("metadata") or {})
@@ -265,10 +309,12 @@ def job_sections(
     env: str,
     csrf: str,
     now: dt.datetime,
+    permissions: Mapping[str, Permission],
 ) -> dict[str, str]:
-    """The page's live sections, by id (``env`` comes ready-made: :func:`env_html`)."""
+    """The page's live sections, by id (``env`` comes ready-made: :func:`env_section`;
+    ``permissions``: per action, whether the user may, as ``Access.actions`` says)."""
     return {
-        "summary": _summary(kind, job, csrf, now),
+        "summary": _summary(kind, job, csrf, now, permissions),
         "conditions": _conditions(job, now),
         "replicas": _replicas(kind, job),
         "pods": _pods(pods, now),

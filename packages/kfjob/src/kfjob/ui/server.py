@@ -1,6 +1,6 @@
 """The HTTP server of ``kfjob ui``: the standard library's threading server, a thread per
 request (the pages are few and local; live updates are server-sent events, each holding its
-thread while the page is open).
+thread while the page is open: ``streams``).
 
 Safety, since the server acts with the user's kubeconfig:
 
@@ -21,11 +21,11 @@ import datetime as dt
 import hmac
 import ipaddress
 import json
-import queue
 import re
 import secrets
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -35,13 +35,15 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from typing_extensions import override
 
 from kfjob.client import ApiFailure
-from kfjob.render import RenderError, render_job
-from kfjob.ui import pages
-from kfjob.ui.cluster import Cluster, abort
-from kfjob.ui.html import alert, esc, job_row_html, layout
+from kfjob.ui import pages, streams
+from kfjob.ui.access import Access
+from kfjob.ui.cluster import Cluster
+from kfjob.ui.html import alert, layout
 from kfjob.ui.hub import Hub
+from kfjob.ui.jobfeed import JobFeed
 from kfjob.ui.model import CANDIDATES, ServedKind
 from kfjob.ui.renderpage import MAX_INPUT, render_page, run_render
+from kfjob.ui.streams import EventStream
 
 __all__ = ["UiServer", "allowed_hosts", "check_post"]
 
@@ -50,11 +52,6 @@ CSP = (
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 )
 STATIC = {"ui.css": "text/css", "ui.js": "text/javascript", "icon.svg": "image/svg+xml"}
-#: How often a job's page looks at the job, its pods and events again.
-POLL = 1.0
-#: A comment line this often keeps an idle stream open and finds closed pages.
-HEARTBEAT = 15.0
-LOG_TAIL = 2000
 _JOB = re.compile(r"^/jobs/([^/]+)/([^/]+)/([^/]+)(?:/(stream|suspend|resume|delete))?$")
 _LOG = re.compile(r"^/logs/([^/]+)/([^/]+)$")
 
@@ -101,10 +98,16 @@ class UiServer(ThreadingHTTPServer):
         super().__init__((address, port), Handler)
         self.cluster = cluster
         self.hub = Hub(cluster)
+        self.access = Access(cluster)
         self.token = secrets.token_urlsafe(32)
         self.context = context
         self.hosts = allowed_hosts(address, self.server_address[1])
         self.closing = threading.Event()
+        self.streams: set[EventStream] = set()
+        """The open live streams (woken when the server closes)."""
+        self.on_feed: Callable[[JobFeed], None] = lambda feed: None
+        """Called with each job page's feed (the tests follow its threads)."""
+        self._lock = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -118,8 +121,23 @@ class UiServer(ThreadingHTTPServer):
     def close(self) -> None:
         self.closing.set()
         self.hub.stop()
+        with self._lock:
+            open_streams = list(self.streams)
+        for stream in open_streams:
+            stream.waker.notify()
         self.shutdown()
         self.server_close()
+
+    @contextmanager
+    def stream(self, stream: EventStream) -> Iterator[EventStream]:
+        with self._lock:
+            self.streams.add(stream)
+        try:
+            yield stream
+        finally:
+            with self._lock:
+                self.streams.discard(stream)
+            stream.close()
 
     def kind(self, plural: str) -> ServedKind | None:
         return next((k for k in (*self.hub.kinds, *CANDIDATES) if k.plural == plural), None)
@@ -172,20 +190,17 @@ class Handler(BaseHTTPRequestHandler):
     def _json(self, status: int, data: object) -> None:
         self._send(status, "application/json", json.dumps(data).encode())
 
-    def _sse_start(self) -> None:
+    @contextmanager
+    def _event_stream(self) -> Iterator[EventStream]:
+        """Answer with an event stream (its headers sent), closed when the block ends."""
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self._security_headers()
         self.send_header("X-Accel-Buffering", "no")
         self.end_headers()
-
-    def _sse(self, event: str, data: object) -> None:
-        self.wfile.write(f"event: {event}\ndata: {json.dumps(data)}\n\n".encode())
-        self.wfile.flush()
-
-    def _ping(self) -> None:
-        self.wfile.write(b": ping\n\n")
-        self.wfile.flush()
+        self.close_connection = True
+        with self.server.stream(EventStream(self.wfile, self.connection)) as stream:
+            yield stream
 
     # ------------------------------------------------------------------ routes
 
@@ -198,7 +213,8 @@ class Handler(BaseHTTPRequestHandler):
             if path == "/":
                 self._jobs_page(query)
             elif path == "/events/jobs":
-                self._jobs_stream()
+                with self._event_stream() as stream:
+                    streams.jobs_stream(stream, hub=self.server.hub, closing=self.server.closing)
             elif path == "/render":
                 self._page(
                     "Render",
@@ -223,7 +239,15 @@ class Handler(BaseHTTPRequestHandler):
                 else:
                     self._job_page(kind, m[2], m[3])
             elif m := _LOG.match(path):
-                self._log_stream(m[1], m[2], query)
+                with self._event_stream() as stream:
+                    streams.log_stream(
+                        stream,
+                        cluster=self.server.cluster,
+                        namespace=m[1],
+                        pod=m[2],
+                        query=query,
+                        closing=self.server.closing,
+                    )
             else:
                 self._page("Not found", "none", alert(f"nothing at {path}"), 404)
         except (BrokenPipeError, ConnectionResetError):
@@ -289,96 +313,45 @@ class Handler(BaseHTTPRequestHandler):
         )
         self._page("Jobs", "jobs", body)
 
-    def _jobs_stream(self) -> None:
-        hub = self.server.hub
-        sub, rows = hub.subscribe()
-        try:
-            self._sse_start()
-            now = dt.datetime.now(dt.UTC)
-            self._sse("reset", {"rows": [_row(r, now) for r in rows]})
-            while not self.server.closing.is_set():
-                try:
-                    kind, item = sub.queue.get(timeout=HEARTBEAT)
-                except queue.Empty:
-                    if sub.dropped:
-                        return  # too slow: the page reconnects and starts again
-                    self._ping()
-                    continue
-                now = dt.datetime.now(dt.UTC)
-                if kind == "upsert":
-                    self._sse("upsert", _row(item, now))
-                else:
-                    self._sse("delete", {"key": item})
-        finally:
-            hub.unsubscribe(sub)
-
-    def _load(
-        self, kind: ServedKind, ns: str, name: str, *, now: dt.datetime, env_cache: dict[str, str]
-    ) -> tuple[dict[str, Any], dict[str, str]]:
-        cluster = self.server.cluster
-        job = cluster.get_job(kind, ns, name)
-        pods = cluster.job_pods(kind, ns, name)
-        pod_names = [str(p["metadata"]["name"]) for p in pods]
-        events = cluster.job_events(kind, ns, name, pod_names)
-        ident = " ".join(f"{p['metadata'].get('uid')}" for p in pods)
-        if env_cache.get("ident") != ident or "html" not in env_cache:
-            env_cache["ident"], env_cache["html"] = ident, _env(kind, job, pods)
-        sections = pages.job_sections(
-            kind,
-            job,
-            pods=pods,
-            events=events,
-            env=env_cache["html"],
-            csrf=self.server.token,
-            now=now,
-        )
-        return job, sections
-
     def _job_page(self, kind: ServedKind, ns: str, name: str) -> None:
         now = dt.datetime.now(dt.UTC).replace(microsecond=0)
         try:
-            job, sections = self._load(kind, ns, name, now=now, env_cache={})
+            view = JobFeed(self.server.cluster, kind, ns, name).load_once()
         except ApiFailure as exc:
             status = exc.status if 400 <= exc.status < 600 else 502
             self._page(name, "job", alert(f"{exc.status or 'error'}: {exc.message}"), status)
             return
+        if view.job is None:
+            self._page(name, "job", alert(f"404: {kind.kind} {ns}/{name} not found"), 404)
+            return
+        sections = streams.job_sections(
+            view, kind, access=self.server.access, csrf=self.server.token, now=now, env_cache={}
+        )
         # The stream renders ages against the page's time, so a section it sends is the same
         # markup as the page's until the job changes (the page skips what it has already).
         stream = f"{self.path.split('?')[0]}/stream?t={int(now.timestamp())}"
-        self._page(f"{kind.kind} {name}", "job", pages.job_page(kind, job, sections, stream=stream))
+        body = pages.job_page(kind, view.job, sections, stream=stream)
+        self._page(f"{kind.kind} {name}", "job", body)
 
     def _job_stream(self, kind: ServedKind, ns: str, name: str, since: str) -> None:
-        """The page's sections, re-sent when they change (the server looks every POLL s;
-        ages are rendered against the page's time, ``since``, and kept current by the page)."""
-        self._sse_start()
         start = (
             dt.datetime.fromtimestamp(int(since), dt.UTC)
             if since.isdigit()
             else dt.datetime.now(dt.UTC)
         )
-        last: dict[str, str] = {}
-        env_cache: dict[str, str] = {}
-        quiet = 0.0
-        while not self.server.closing.is_set():
-            try:
-                _, sections = self._load(kind, ns, name, now=start, env_cache=env_cache)
-            except ApiFailure as exc:
-                if exc.status == 404:
-                    self._sse("gone", {"message": f"{kind.kind} {ns}/{name} is gone (deleted)."})
-                    return
-                self._sse("refused", {"message": f"{exc.status}: {exc.message}"})
-                sections = {}
-            changed = {k: v for k, v in sections.items() if last.get(k) != v}
-            if changed:
-                last.update(changed)
-                self._sse("sections", changed)
-                quiet = 0.0
-            else:
-                quiet += POLL
-                if quiet >= HEARTBEAT:
-                    self._ping()
-                    quiet = 0.0
-            self.server.closing.wait(POLL)
+        with self._event_stream() as stream:
+            streams.job_stream(
+                stream,
+                cluster=self.server.cluster,
+                access=self.server.access,
+                kind=kind,
+                namespace=ns,
+                name=name,
+                csrf=self.server.token,
+                since=start,
+                closing=self.server.closing,
+                on_feed=self.server.on_feed,
+            )
 
     def _action(self, kind: ServedKind, ns: str, name: str, action: str, wants_json: bool) -> None:
         cluster = self.server.cluster
@@ -408,88 +381,3 @@ class Handler(BaseHTTPRequestHandler):
         else:
             target = "/" if action == "delete" else self.path.rsplit("/", 1)[0]
             self._send(303, "text/plain", message.encode(), {"Location": target})
-
-    # ------------------------------------------------------------------ logs
-
-    def _log_stream(self, ns: str, pod: str, query: Mapping[str, str]) -> None:
-        """A pod's log as events of lines. A reader thread reads the API's stream, so this
-        one can send heartbeats and notice a closed page, then end the API's stream."""
-        self._sse_start()
-        try:
-            resp = self.server.cluster.open_log(
-                ns,
-                pod,
-                container=query.get("container") or None,
-                follow=query.get("follow") == "1",
-                previous=query.get("previous") == "1",
-                tail_lines=LOG_TAIL,
-            )
-        except ApiFailure as exc:
-            self._sse("failed", {"message": f"{exc.status}: {exc.message}"})
-            return
-        lines: queue.Queue[str | None] = queue.Queue(maxsize=1000)
-
-        def read() -> None:
-            buffer = b""
-            try:
-                for chunk in resp.stream(4096, decode_content=True):
-                    buffer += chunk
-                    *done, buffer = buffer.split(b"\n")
-                    for line in done:
-                        lines.put(line.decode(errors="replace"))
-                if buffer:
-                    lines.put(buffer.decode(errors="replace"))
-            except Exception:  # aborted below, or the API ended it
-                pass
-            finally:
-                lines.put(None)
-
-        threading.Thread(target=read, name=f"kfjob-ui-log {ns}/{pod}", daemon=True).start()
-        try:
-            while not self.server.closing.is_set():
-                try:
-                    first = lines.get(timeout=HEARTBEAT)
-                except queue.Empty:
-                    self._ping()
-                    continue
-                batch = [first]
-                while first is not None and len(batch) < 500:
-                    try:
-                        batch.append(lines.get_nowait())
-                    except queue.Empty:
-                        break
-                    if batch[-1] is None:
-                        break
-                text = [b for b in batch if b is not None]
-                if text:
-                    self._sse("lines", text)
-                if batch[-1] is None:
-                    self._sse("end", {"message": "The log ended."})
-                    return
-        finally:
-            abort(resp)
-
-
-def _row(row: Any, now: dt.datetime) -> dict[str, str]:
-    return {
-        "key": row.key,
-        "kind": row.kind,
-        "namespace": row.namespace,
-        "state": row.state,
-        "html": job_row_html(row, now=now),
-    }
-
-
-def _env(kind: ServedKind, job: dict[str, Any], pods: list[dict[str, Any]]) -> str:
-    """The env of the job's pods; with none (suspended, not yet created), the env the
-    operator would write, rendered offline from the job's spec."""
-    if pods or kind.job_kind is None:
-        return pages.env_html(pods)
-    spec_only = {k: v for k, v in job.items() if k != "status"}
-    try:
-        rendered = render_job(spec_only, controller=kind.job_kind.controller())
-    except RenderError as exc:
-        return f'<p class="note">{esc(f"No pods, and the job does not render: {exc}")}</p>'
-    return pages.env_html(
-        rendered.pods, note="No pods now: the env the operator writes, rendered offline."
-    )

@@ -145,7 +145,8 @@ function jobPage(root) {
     setStatus(live, "Live: the page follows the job.");
   });
   source.addEventListener("refused", (e) => {
-    setStatus(live, "The API server refused a look: " + JSON.parse(e.data).message);
+    const message = JSON.parse(e.data).message;
+    setStatus(live, message ? "The API server refused to show " + message : "Live: the page follows the job.");
   });
   source.addEventListener("gone", (e) => {
     setStatus(live, JSON.parse(e.data).message);
