@@ -11,7 +11,9 @@ and ``kfjob ui`` started as a user starts it (``.venv/bin/kfjob ui``, their kube
   cluster; only the log's writer is the test.
 - Suspend works through its button and confirmation: the pods go, the state says Suspended.
 - A user bound only to ``view`` in one namespace sees that namespace's jobs and not another
-  namespace's, and their suspend and delete fail visibly with the API server's 403.
+  namespace's; the API server says they may not patch or delete them, so their page has no
+  enabled action button (each says why), and a stale page's suspend and delete show the API
+  server's 403. The admin's buttons are enabled.
 - The Render page shows a refused job's errors at their lines, and a good job's pods.
 
 ``KFJOB_UI_SCREENSHOTS=docs/images`` saves the main views, light and dark, there.
@@ -277,6 +279,11 @@ def click(driver: WebDriver, css: str) -> None:
     wait(driver, press, what=f"clicking {css}")
 
 
+def action_buttons(driver: WebDriver, *, enabled: bool) -> list[Any]:
+    state = ":not([disabled])" if enabled else "[disabled]"
+    return list(driver.find_elements(By.CSS_SELECTOR, f"form[data-action] button{state}"))
+
+
 def confirm(driver: WebDriver, action: str) -> None:
     """Press an action's button, then Confirm in the dialog it opens."""
     click(driver, f'form[data-action="{action}"] button')
@@ -337,6 +344,9 @@ async def test_a_job_lives_on_the_page(
             lambda d: all(text_of(d, f'#pods-table tr[data-pod="{p}"]') for p in pods),
             what="both pods listed",
         )
+        # The admin may patch and delete the job: both buttons are enabled.
+        assert len(action_buttons(driver, enabled=True)) == 2
+        assert not action_buttons(driver, enabled=False)
         master = text_of(driver, f'#pods-table tr[data-pod="{pods[0]}"]')
         assert "Running" in master and log_node.name in master, master
         wait(driver, lambda d: "SuccessfulCreatePod" in text_of(d, "#sec-events"), what="events")
@@ -434,6 +444,22 @@ async def test_a_viewer_sees_their_namespace_only_and_cannot_act(
 
             driver.find_element(By.CSS_SELECTOR, f"{mine} a").click()
             wait(driver, lambda d: "Live" in text_of(d, "#live"), what="the job's page")
+            # The API server said no (SelfSubjectAccessReview): no button is enabled, and
+            # each says why.
+            assert len(action_buttons(driver, enabled=False)) == 2
+            assert not action_buttons(driver, enabled=True)
+            for button in action_buttons(driver, enabled=False):
+                assert "your RBAC does not let you" in str(button.get_attribute("title"))
+            why = text_of(driver, "#sec-summary")
+            resource = "pytorchjobs.kubeflow.org"
+            assert f"Delete: your RBAC does not let you delete {resource} in namespace" in why
+            screenshot(driver, "kfjob-ui-job-dark")
+            # A page older than the user's loss of a role still offers the buttons: the API
+            # server's 403 is what they see then.
+            driver.execute_script(
+                "for (const b of document.querySelectorAll('form[data-action] button'))"
+                " b.disabled = false"
+            )
             for action in ("suspend", "delete"):
                 confirm(driver, action)
                 wait(
@@ -446,7 +472,6 @@ async def test_a_viewer_sees_their_namespace_only_and_cannot_act(
                 assert "alert-error" in str(
                     driver.find_element(By.ID, "action-result").get_attribute("class")
                 )
-            screenshot(driver, "kfjob-ui-job-dark")
         job = await kube.get(PYTORCHJOBS, "shared", namespace=namespace)
         assert not (job["spec"].get("runPolicy") or {}).get("suspend")
     finally:
