@@ -14,6 +14,8 @@ and ``kfjob ui`` started as a user starts it (``.venv/bin/kfjob ui``, their kube
   namespace's; the API server says they may not patch or delete them, so their page has no
   enabled action button (each says why), and a stale page's suspend and delete show the API
   server's 403. The admin's buttons are enabled.
+- A TrainJob created with ``kubectl`` is listed (its CRD is enough: no JobSet controller), and
+  its row follows its status: Complete, its JobSet's job counts, the trainer's progress.
 - The Render page shows a refused job's errors at their lines, and a good job's pods.
 
 ``KFJOB_UI_SCREENSHOTS=docs/images`` saves the main views, light and dark, there.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -476,6 +479,58 @@ async def test_a_viewer_sees_their_namespace_only_and_cannot_act(
         assert not (job["spec"].get("runPolicy") or {}).get("suspend")
     finally:
         kubectl(kubeconfig, "delete", "namespace", other, "--wait=false")
+
+
+async def test_a_trainjob_created_with_kubectl_is_listed(
+    kube: KubeApi, kubeconfig: str, namespace: str, chromedriver: str, kubeflow_crds: list[str]
+) -> None:
+    """TrainJob is listed from its CRD alone (no JobSet controller needed), and its row follows
+    its status: its conditions, its JobSet's job counts, the trainer's progress."""
+    row = f'tr[data-key="trainjobs/{namespace}/llm"]'
+    trainjob = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "llm", "namespace": namespace},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}},
+    }
+    with kfjob_ui(kubeconfig) as url, browser(chromedriver) as driver:
+        driver.get(url)
+        wait(driver, lambda d: "Live" in text_of(d, "#live"), what="the jobs page live")
+        assert "TrainJob" in text_of(driver, ".lead")  # among the kinds served
+        kubectl(kubeconfig, "create", "-f", "-", stdin=yaml.safe_dump(trainjob))
+        wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, row), what="the TrainJob's row")
+        assert texts(driver, f"{row} td, {row} th")[:4] == ["TrainJob", namespace, "llm", "Pending"]
+
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        counts = {"active": 0, "ready": 0, "succeeded": 0, "failed": 0, "suspended": 0}
+        status = {
+            "conditions": [
+                {"type": "Complete", "status": "True", "reason": "JobsCompleted",
+                 "message": "done", "lastTransitionTime": now},
+            ],
+            "jobsStatus": [
+                {"name": "node", **counts, "succeeded": 2},
+                {"name": "initializer", **counts, "succeeded": 1, "failed": 1},
+            ],
+            "trainerStatus": {
+                "progressPercentage": 100, "estimatedRemainingSeconds": 0,
+                "lastUpdatedTime": now,
+            },
+        }  # fmt: skip
+        kubectl(
+            kubeconfig, "patch", "trainjob", "llm", "-n", namespace, "--subresource=status",
+            "--type=merge", "-p", json.dumps({"status": status}),
+        )  # fmt: skip
+
+        def shown(d: WebDriver) -> bool:
+            cells = texts(d, f"{row} td, {row} th")  # kind ... state, age, active ... progress
+            return cells[3] == "Complete" and cells[5:] == ["0", "3", "1", "0", "100%, 0s left"]
+
+        wait(driver, shown, what="the TrainJob's status in its row")
+        driver.find_element(By.CSS_SELECTOR, f"{row} a").click()
+        wait(driver, lambda d: "Live" in text_of(d, "#live"), what="the TrainJob's page")
+        assert "100%, 0s left" in text_of(driver, "#sec-summary")
+        assert "initializer" in text_of(driver, "#sec-replicas")
 
 
 def _can_i(kubeconfig: str, verb: str, resource: str, namespace: str) -> str:

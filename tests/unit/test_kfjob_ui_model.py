@@ -119,6 +119,40 @@ def test_a_trainjob_row_counts_its_jobs_and_shows_its_progress() -> None:
     assert job_state(TRAINJOB, done) == "Complete"
 
 
+NODE = {"name": "node", "ready": 0, "succeeded": 0, "failed": 0, "suspended": 0}
+
+
+@pytest.mark.parametrize(
+    ("conds", "active", "state"),
+    [
+        ((), 0, "Pending"),
+        ((), 2, "Running"),  # no Running condition: its JobSet's active jobs say it
+        ((cond("Suspended"),), 0, "Suspended"),
+        ((cond("Suspended", "False", reason="Resumed"),), 1, "Running"),
+        # Kept in place, not appended: a Complete after a resume is the state, and so is a
+        # Failed listed before a Suspended that is True.
+        ((cond("Suspended", "False"), cond("Complete")), 0, "Complete"),
+        ((cond("Failed"), cond("Suspended")), 0, "Failed"),
+        ((cond("Suspended"), cond("Complete")), 0, "Complete"),
+    ],
+)
+def test_a_trainjobs_state_is_its_strongest_true_condition(
+    conds: tuple[Any, ...], active: int, state: str
+) -> None:
+    job = trainjob(conditions=list(conds), jobsStatus=[{**NODE, "active": active}])
+    assert job_state(TRAINJOB, job) == state
+    assert job_row(TRAINJOB, job).state == state
+
+
+def test_a_trainjob_without_trainer_status_shows_no_progress() -> None:
+    assert job_row(TRAINJOB, trainjob()).progress == ""
+    partial = trainjob(trainerStatus={"lastUpdatedTime": "2026-01-01T11:00:00Z"})
+    assert job_row(TRAINJOB, partial).progress == ""
+    assert job_row(TRAINJOB, trainjob(trainerStatus={"progressPercentage": 100})).progress == (
+        "100%"
+    )
+
+
 def test_suspend_is_patched_where_each_kind_keeps_it() -> None:
     assert PYTORCH.suspend_patch(True) == {"spec": {"runPolicy": {"suspend": True}}}
     assert TRAINJOB.suspend_patch(False) == {"spec": {"suspend": False}}

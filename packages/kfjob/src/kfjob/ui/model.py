@@ -132,15 +132,27 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+#: A TrainJob's conditions, strongest first: its state is the first of them that is True.
+TRAINJOB_STATES = ("Failed", "Complete", "Suspended")
+
+
 def job_state(kind: ServedKind, job: Mapping[str, Any]) -> str:
     """The job's state as ``kfjob get`` shows it: the type of its last True condition
-    (``Created``, ``Running``, ``Restarting``, ``Succeeded``, ``Failed``, ``Suspended``; a
-    TrainJob's ``Complete``...), ``Pending`` before any. A TrainJob has no Running condition:
-    one with active jobs and no True condition is ``Running``."""
-    for cond in reversed(_status(job).get("conditions") or []):
-        if isinstance(cond, dict) and cond.get("status") == "True" and cond.get("type"):
-            return str(cond["type"])
-    if kind.job_kind is None and any(
+    (``Created``, ``Running``, ``Restarting``, ``Succeeded``, ``Failed``, ``Suspended``),
+    ``Pending`` before any. A TrainJob has only Complete, Failed and Suspended, kept in place
+    (a resumed TrainJob's Suspended turns False where it was): the first True of Failed,
+    Complete, Suspended; else ``Running`` while its JobSet has active jobs, else ``Pending``."""
+    conds = [c for c in _status(job).get("conditions") or [] if isinstance(c, dict)]
+    if kind.job_kind is not None:
+        for cond in reversed(conds):
+            if cond.get("status") == "True" and cond.get("type"):
+                return str(cond["type"])
+        return "Pending"
+    true = {c.get("type") for c in conds if c.get("status") == "True"}
+    for state in TRAINJOB_STATES:
+        if state in true:
+            return state
+    if any(
         _int(s.get("active")) for s in _status(job).get("jobsStatus") or [] if isinstance(s, dict)
     ):
         return "Running"
