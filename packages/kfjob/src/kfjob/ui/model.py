@@ -17,6 +17,7 @@ from typing import Any
 
 from kfjob.client import LABEL_JOB_NAME, LABEL_REPLICA_INDEX, LABEL_REPLICA_TYPE, parse_time
 from kfjob.kinds import KINDS, JobKind
+from kfjob.tables import human  # the CLI's durations, so the page reads as `kfjob get`
 
 __all__ = [
     "CANDIDATES",
@@ -367,20 +368,6 @@ def conditions(job: Mapping[str, Any]) -> list[Condition]:
         if isinstance(c, dict)
     ]
     return sorted(out, key=lambda c: c.when)  # stable: the operator's order among equals
-
-
-def human(seconds: float | None) -> str:
-    """kubectl's short durations: 45s, 3m12s, 2h5m, 3d4h."""
-    if seconds is None:
-        return "-"
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60}s" if s < 600 else f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60}m"
-    return f"{s // 86400}d{(s % 86400) // 3600}h"
 
 
 def age(created: str, *, now: dt.datetime) -> str:

@@ -118,13 +118,18 @@ class UiServer(ThreadingHTTPServer):
     def start(self) -> None:
         self.hub.start()
 
-    def close(self) -> None:
+    def end_streams(self) -> None:
+        """Stop the hub's watches and end every open stream (and the watches behind it)."""
         self.closing.set()
         self.hub.stop()
         with self._lock:
             open_streams = list(self.streams)
         for stream in open_streams:
             stream.waker.notify()
+
+    def close(self) -> None:
+        """Stop serving from another thread than ``serve_forever``'s, and close."""
+        self.end_streams()
         self.shutdown()
         self.server_close()
 
