@@ -287,9 +287,17 @@ def action_buttons(driver: WebDriver, *, enabled: bool) -> list[Any]:
     return list(driver.find_elements(By.CSS_SELECTOR, f"form[data-action] button{state}"))
 
 
-def confirm(driver: WebDriver, action: str) -> None:
-    """Press an action's button, then Confirm in the dialog it opens."""
-    click(driver, f'form[data-action="{action}"] button')
+def confirm(driver: WebDriver, action: str, *, stale_page: bool = False) -> None:
+    """Press an action's button, then Confirm in the dialog it opens. ``stale_page``: as a
+    page loaded before the user lost the right would, with the button enabled (enabled and
+    pressed in one script, so no live update can disable it in between)."""
+    css = f'form[data-action="{action}"] button'
+    if stale_page:
+        driver.execute_script(
+            "const b = document.querySelector(arguments[0]); b.disabled = false; b.click()", css
+        )
+    else:
+        click(driver, css)
     wait(driver, lambda d: d.find_element(By.ID, "confirm").is_displayed(), what="dialog")
     assert driver.switch_to.active_element.get_attribute("id") == "confirm-cancel"
     driver.find_element(By.ID, "confirm-ok").click()
@@ -339,7 +347,7 @@ async def test_a_job_lives_on_the_page(
         assert cells(driver)[:3] == ["PyTorchJob", namespace, name]
         screenshot(driver, "kfjob-ui-jobs-light")
 
-        driver.find_element(By.CSS_SELECTOR, f"{row} a").click()
+        click(driver, f"{row} a")
         wait(driver, lambda d: "Live" in text_of(d, "#live"), what="the job's page live")
         pods = [f"{name}-master-0", f"{name}-worker-0"]
         wait(
@@ -356,14 +364,14 @@ async def test_a_job_lives_on_the_page(
         assert "Created" in text_of(driver, "#sec-conditions")
 
         # The master's log, followed: a line written now appears without asking again.
-        driver.find_element(By.CSS_SELECTOR, f'button.show-logs[data-pod="{pods[0]}"]').click()
+        click(driver, f'button.show-logs[data-pod="{pods[0]}"]')
         wait(driver, lambda d: "epoch 2 loss=0.52" in text_of(d, "#log-output"), what="the log")
         log_node.write("epoch 3 loss=0.31")
         wait(driver, lambda d: "epoch 3 loss=0.31" in text_of(d, "#log-output"), what="a new line")
         assert "following" in text_of(driver, "#log-status")
         driver.find_element(By.ID, "sec-env").find_element(By.XPATH, "..")  # the section exists
         driver.find_element(By.CSS_SELECTOR, "#d-env summary").click()
-        assert f"MASTER_ADDR={pods[0]}" in text_of(driver, "#sec-env")
+        wait(driver, lambda d: f"MASTER_ADDR={pods[0]}" in text_of(d, "#sec-env"), what="env")
         screenshot(driver, "kfjob-ui-job-light")
 
         driver.find_element(By.ID, "log-previous").click()
@@ -445,33 +453,33 @@ async def test_a_viewer_sees_their_namespace_only_and_cannot_act(
             assert namespace in options and other not in options, options
             screenshot(driver, "kfjob-ui-jobs-dark")
 
-            driver.find_element(By.CSS_SELECTOR, f"{mine} a").click()
+            click(driver, f"{mine} a")
             wait(driver, lambda d: "Live" in text_of(d, "#live"), what="the job's page")
             # The API server said no (SelfSubjectAccessReview): no button is enabled, and
             # each says why.
             assert len(action_buttons(driver, enabled=False)) == 2
             assert not action_buttons(driver, enabled=True)
-            for button in action_buttons(driver, enabled=False):
-                assert "your RBAC does not let you" in str(button.get_attribute("title"))
+            titles = driver.execute_script(
+                "return [...document.querySelectorAll('form[data-action] button')]"
+                ".map((b) => b.title)"
+            )
+            assert all("your RBAC does not let you" in t for t in titles), titles
             why = text_of(driver, "#sec-summary")
             resource = "pytorchjobs.kubeflow.org"
             assert f"Delete: your RBAC does not let you delete {resource} in namespace" in why
             screenshot(driver, "kfjob-ui-job-dark")
             # A page older than the user's loss of a role still offers the buttons: the API
             # server's 403 is what they see then.
-            driver.execute_script(
-                "for (const b of document.querySelectorAll('form[data-action] button'))"
-                " b.disabled = false"
-            )
             for action in ("suspend", "delete"):
-                confirm(driver, action)
+                confirm(driver, action, stale_page=True)
+                said = f"{action.capitalize()} refused by the API server"
                 wait(
                     driver,
-                    lambda d: "403" in text_of(d, "#action-result"),
+                    lambda d, said=said: said in text_of(d, "#action-result"),
                     what=f"{action} refused",
                 )
                 result = text_of(driver, "#action-result")
-                assert "Forbidden" in result and f'User "{user}" cannot' in result, result
+                assert "403 Forbidden" in result and f'User "{user}" cannot' in result, result
                 assert "alert-error" in str(
                     driver.find_element(By.ID, "action-result").get_attribute("class")
                 )
@@ -527,7 +535,7 @@ async def test_a_trainjob_created_with_kubectl_is_listed(
             return cells[3] == "Complete" and cells[5:] == ["0", "3", "1", "0", "100%, 0s left"]
 
         wait(driver, shown, what="the TrainJob's status in its row")
-        driver.find_element(By.CSS_SELECTOR, f"{row} a").click()
+        click(driver, f"{row} a")
         wait(driver, lambda d: "Live" in text_of(d, "#live"), what="the TrainJob's page")
         assert "100%, 0s left" in text_of(driver, "#sec-summary")
         assert "initializer" in text_of(driver, "#sec-replicas")
