@@ -5,7 +5,8 @@ test writes the job, its pods and events as the operator and the kubelet would).
   each seen by a watch (no look again every second): a pod created, the job's status
   changed, an event about the job and one about a pod all arrive on the open stream.
 - The watches behind a page end when the page closes its stream: no thread and no API
-  stream left behind; the same for the jobs page's subscription.
+  stream left behind; the same for the jobs page's subscription, and for a log panel's
+  stream (its pod on a node that serves logs: ``jobcontroller.testing.lognode``).
 - A deleted job ends its page's stream with "gone".
 - The actions offered follow what the API server says the user may do
   (SelfSubjectAccessReview): a view-only user's buttons are disabled, saying why; an admin's
@@ -31,6 +32,8 @@ from jobcontroller.runtime.apitypes import EVENTS, PODS, Resource
 from jobcontroller.runtime.kube import KubeApi
 from jobcontroller.testing.binaries import find_binaries
 from jobcontroller.testing.controlplane import ControlPlane
+from jobcontroller.testing.lognode import LogNode
+from jobcontroller.testing.waiting import wait_for
 from kfjob.ui import streams
 from kfjob.ui.cluster import Cluster
 from kfjob.ui.jobfeed import JobFeed
@@ -132,6 +135,20 @@ def event(namespace: str, name: str, kind: str, about: str, reason: str) -> Obj:
     }
 
 
+@pytest.fixture(scope="module")
+def log_node(
+    control_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LogNode]:
+    node = LogNode(
+        control_plane, directory=tmp_path_factory.mktemp("lognode"), name="kwok-logs-ui-live"
+    )
+    node.start()
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
 @pytest_asyncio.fixture(loop_scope="session")
 async def job(kube: KubeApi, kubeflow_crds: list[str], namespace: str) -> AsyncIterator[str]:
     await kube.create(PYTORCHJOBS, pytorchjob("live"), namespace=namespace)
@@ -225,6 +242,41 @@ async def test_closing_the_page_ends_its_watches(
         hub_threads = {t.ident for t in server.hub.threads()}
         left = {t for t in threading.enumerate() if t.ident not in before | hub_threads}
         assert not [t for t in left if t.name.startswith("kfjob-ui")], left
+
+
+async def test_closing_the_log_panel_ends_the_logs_api_stream(
+    kube: KubeApi,
+    kubeconfig: str,
+    namespace: str,
+    log_node: LogNode,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(streams, "HEARTBEAT", 3600.0)  # only hanging up ends it
+    body = {"metadata": {"name": "logs-0"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    await kube.create(PODS, log_node.place(body), namespace=namespace)
+    await wait_for(
+        kube,
+        PODS,
+        "logs-0",
+        namespace=namespace,
+        until=lambda p: p is not None and p["status"].get("phase") == "Running",
+    )
+    log_node.write("epoch 1")
+    with ui(kubeconfig) as server:
+        stream = Sse(server, f"/logs/{namespace}/logs-0?follow=1&container=c")
+        try:
+            await asyncio.to_thread(
+                stream.until, "the log", lambda e, d: e == "lines" and "epoch 1" in d
+            )
+            log_node.write("epoch 2")  # followed: arrives on the open stream
+            await asyncio.to_thread(
+                stream.until, "a new line", lambda e, d: e == "lines" and "epoch 2" in d
+            )
+            [reader] = [t for t in threading.enumerate() if t.name.startswith("kfjob-ui-log")]
+        finally:
+            stream.close()
+        await asyncio.to_thread(until, lambda: not reader.is_alive(), "the API stream ends")
+        await asyncio.to_thread(until, lambda: not server.streams, "the page's stream ends")
 
 
 async def test_actions_are_offered_as_rbac_allows(
