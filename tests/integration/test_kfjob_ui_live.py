@@ -227,7 +227,12 @@ async def test_closing_the_page_ends_its_watches(
         [feed] = feeds
         threads = feed.threads()
         assert len(threads) == 4 and all(t.is_alive() for t in threads)
-        assert all(r.stats.watches >= 1 for r in feed.reflectors.values())
+        # The page is sent once every source has listed; the watches open right after.
+        await asyncio.to_thread(
+            until,
+            lambda: all(r.stats.watches >= 1 for r in feed.reflectors.values()),
+            "the four watches open",
+        )
         assert len(server.streams) == 2
 
         stream.close()

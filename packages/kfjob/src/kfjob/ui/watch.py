@@ -85,6 +85,7 @@ class Reflector:
         self.field_selector = field_selector
         self.backoff = backoff
         self.stats = ReflectorStats()
+        self._seen = 0  # events delivered
         self._lock = threading.Lock()
         self._stream: urllib3.BaseHTTPResponse | None = None
 
@@ -98,6 +99,7 @@ class Reflector:
     def run(self) -> None:
         rv: str | None = None
         delay = self.backoff
+        expired_at: int | None = None  # events seen at the last 410
         while not self.stop.is_set():
             try:
                 if rv is None:
@@ -110,21 +112,25 @@ class Reflector:
                     self.on_reset(items)
                 rv = self._watch(rv)
                 delay = self.backoff
+                expired_at = None
                 continue
-            except _Gone:
-                self.stats.gone += 1
-                rv = None
-                continue
-            except ApiFailure as exc:
-                if exc.status == 410:
+            except (_Gone, ApiFailure) as exc:
+                if isinstance(exc, ApiFailure) and exc.status != 410:
+                    if exc.status in DENIED:
+                        self.on_denied(exc)
+                        return
+                    self.stats.broken += 1
+                    log.warning("watch %s: %s", self.path, exc.message)
+                else:
                     self.stats.gone += 1
                     rv = None
-                    continue
-                if exc.status in DENIED:
-                    self.on_denied(exc)
-                    return
-                self.stats.broken += 1
-                log.warning("watch %s: %s", self.path, exc.message)
+                    # List again at once, as client-go does; but a server that answers 410
+                    # to the fresh list's version too (no event in between) must not be
+                    # asked in a hot loop.
+                    again = expired_at == self._seen
+                    expired_at = self._seen
+                    if not again:
+                        continue
             except Exception as exc:  # a broken stream or call: resume from rv, after a pause
                 self.stats.broken += 1
                 if not self.stop.is_set():
@@ -153,6 +159,7 @@ class Reflector:
                         raise _Gone
                     raise ApiFailure(int(obj.get("code") or 0), str(obj.get("message") or ""))
                 rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                self._seen += 1
                 if etype != "BOOKMARK":
                     self.on_event(etype, obj)
         finally:
