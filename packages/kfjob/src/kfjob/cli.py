@@ -1,9 +1,10 @@
 """The ``kfjob`` command line, built on :class:`kfjob.client.JobClient`.
 
-``kfjob render`` works offline; every other command talks to the cluster of the usual
-kubeconfig resolution (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``, in-cluster).
-Output goes through ``rich``: colours and the live display only on a terminal, never with
-``NO_COLOR`` set; piped output is plain text, one line per change.
+``kfjob render`` works offline; every other command (``kfjob ui`` too: :mod:`kfjob.ui.command`)
+talks to the cluster of the usual kubeconfig resolution (``--kubeconfig``, ``$KUBECONFIG``,
+``~/.kube/config``, in-cluster). Output goes through ``rich`` (:mod:`kfjob.tables`): colours and
+the live display only on a terminal, never with ``NO_COLOR`` set; piped output is plain text,
+one line per change.
 
 Exit status: 0 success (a job that Succeeded, for ``wait`` and ``submit --wait``), 1 the job
 Failed or render refused it, 2 bad usage, 3 a wait timed out, 4 an API error (not found,
@@ -13,14 +14,13 @@ forbidden, refused at admission).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -33,7 +33,6 @@ from kfjob.client import (
     NoCluster,
     Progress,
     job_state,
-    parse_time,
 )
 from kfjob.kinds import KINDS, UnknownKind, kind_for
 from kfjob.render import (
@@ -45,6 +44,19 @@ from kfjob.render import (
     render_text,
     to_yaml,
 )
+from kfjob.tables import (
+    age,
+    duration,
+    err_console,
+    exit_info,
+    failure_lines,
+    jobs_table,
+    out_console,
+    progress_line,
+    replica_table,
+    state_text,
+)
+from kfjob.ui.command import add_ui_command
 
 __all__ = ["main"]
 
@@ -53,162 +65,6 @@ EXIT_FAILED, EXIT_USAGE, EXIT_TIMEOUT, EXIT_API = 1, 2, 3, 4
 
 class _Usage(Exception):
     """A usage error found after parsing (an ambiguous name...)."""
-
-
-def _console(*, stderr: bool = False) -> Console:
-    """A console that never truncates piped output (a terminal keeps its width)."""
-    probe = Console(stderr=stderr)
-    width = None if probe.is_terminal else 1000
-    return Console(stderr=stderr, highlight=False, width=width)
-
-
-def _out() -> Console:
-    return _console()
-
-
-def _err() -> Console:
-    return _console(stderr=True)
-
-
-# ----------------------------------------------------------------------------- formatting
-
-
-def _human(seconds: float | None) -> str:
-    """kubectl's short durations: 45s, 3m12s, 2h5m, 3d4h."""
-    if seconds is None:
-        return "-"
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60}s" if s < 600 else f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60}m"
-    return f"{s // 86400}d{(s % 86400) // 3600}h"
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
-
-
-def _age(value: object) -> str:
-    when = parse_time(value)
-    return _human((_now() - when).total_seconds()) if when else "-"
-
-
-def _duration(job: JobModel[Any]) -> str:
-    start = job.status.start_time
-    if start is None:
-        return "-"
-    end = job.status.completion_time or _now()
-    return _human((end - start).total_seconds())
-
-
-def _totals(job: JobModel[Any]) -> tuple[int, int, int]:
-    statuses = job.status.replica_statuses.values()
-    return (
-        sum(s.active for s in statuses),
-        sum(s.succeeded for s in statuses),
-        sum(s.failed for s in statuses),
-    )
-
-
-_STATE_STYLE = {
-    "Succeeded": "green",
-    "Failed": "red",
-    "Running": "cyan",
-    "Restarting": "yellow",
-    "Suspended": "magenta",
-}
-
-
-def _state_text(state: str) -> Text:
-    return Text(state, style=_STATE_STYLE.get(state, ""))
-
-
-def _jobs_table(jobs: Sequence[JobModel[Any]], *, namespaces: bool) -> Table:
-    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    columns = ["KIND", "NAME", "STATE", "ACTIVE", "SUCCEEDED", "FAILED", "AGE", "DURATION"]
-    if namespaces:
-        columns.insert(0, "NAMESPACE")
-    for c in columns:
-        table.add_column(c, no_wrap=True)
-    for job in jobs:
-        active, succeeded, failed = _totals(job)
-        row: list[str | Text] = [
-            job.kind,
-            job.name,
-            _state_text(job_state(job)),
-            str(active),
-            str(succeeded),
-            str(failed),
-            _age(job.metadata.get("creationTimestamp")),
-            _duration(job),
-        ]
-        if namespaces:
-            row.insert(0, job.namespace)
-        table.add_row(*row)
-    return table
-
-
-def _replica_table(job: JobModel[Any]) -> Table:
-    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    for c in ("REPLICA", "WANTED", "ACTIVE", "SUCCEEDED", "FAILED"):
-        table.add_column(c, no_wrap=True)
-    specs = job.replica_specs()
-    for rtype, spec in specs.items():
-        st = job.status.replica_statuses.get(rtype)
-        table.add_row(
-            rtype,
-            str(spec.replicas if spec.replicas is not None else 1),
-            str(st.active if st else 0),
-            str(st.succeeded if st else 0),
-            str(st.failed if st else 0),
-        )
-    return table
-
-
-def _progress_line(job: JobModel[Any], elapsed: float) -> str:
-    parts = []
-    for rtype in job.replica_specs():
-        st = job.status.replica_statuses.get(rtype)
-        a, s, f = (st.active, st.succeeded, st.failed) if st else (0, 0, 0)
-        parts.append(f"{rtype} {a}/{s}/{f}")
-    counts = "  ".join(parts)
-    return f"[{_human(elapsed):>5}] {job.kind} {job.name} {job_state(job)}  {counts}"
-
-
-def _failure_lines(client: JobClient, job: JobModel[Any]) -> list[str]:
-    cond = job.status.condition("Failed")
-    lines = [
-        f"{job.kind} {job.namespace}/{job.name} Failed: "
-        f"{(cond.reason if cond else '') or '-'}: {(cond.message if cond else '') or '-'}"
-    ]
-    try:
-        pods = client.get_pods(job.name, job.namespace)
-    except ApiFailure:
-        return lines
-    for pod in pods:
-        code, reason, restarts = _exit_info(pod)
-        if (pod.get("status") or {}).get("phase") == "Failed" or (code not in ("", "0")):
-            lines.append(
-                f"  pod {pod['metadata']['name']}: exit code {code or '-'}"
-                f" ({reason or '-'}), restarts {restarts}"
-            )
-    return lines
-
-
-def _exit_info(pod: dict[str, Any]) -> tuple[str, str, int]:
-    """The last exit code and reason of the pod's containers, and its restarts."""
-    code, reason, restarts = "", "", 0
-    for cs in (pod.get("status") or {}).get("containerStatuses") or ():
-        restarts += int(cs.get("restartCount") or 0)
-        term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get(
-            "terminated"
-        )
-        if term and (not code or term.get("exitCode")):
-            code, reason = str(term.get("exitCode")), str(term.get("reason") or "")
-    return code, reason, restarts
 
 
 # ----------------------------------------------------------------------------- commands
@@ -239,7 +95,7 @@ def _resolve(client: JobClient, ref: str, kind: str | None) -> tuple[str, str]:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    out, err = _out(), _err()
+    out, err = out_console(), err_console()
     rendered: list[Rendered] = []
     for path in args.files:
         text = sys.stdin.read() if path == "-" else Path(path).read_text()
@@ -290,7 +146,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     created: list[JobModel[Any]] = []
     for doc in docs:
         job = client.create(doc, namespace=args.namespace)
-        _out().print(f"{job.kind.lower()}.{job.GROUP}/{job.name} created")
+        out_console().print(f"{job.kind.lower()}.{job.GROUP}/{job.name} created")
         created.append(job)
     if not args.wait:
         return 0
@@ -307,15 +163,15 @@ def cmd_wait(args: argparse.Namespace) -> int:
 def _wait(
     client: JobClient, kind: str, name: str, namespace: str, timeout: float, interval: float
 ) -> int:
-    out, err = _out(), _err()
+    out, err = out_console(), err_console()
     live: Live | None = None
     last = ""
 
     def show(p: Progress) -> None:
         nonlocal last
-        line = _progress_line(p.job, p.elapsed)
+        line = progress_line(p.job, p.elapsed)
         if live is not None:
-            live.update(Group(Text(line), _replica_table(p.job)))
+            live.update(Group(Text(line), replica_table(p.job)))
         elif line.split("] ", 1)[1] != last:  # plain output: one line per change
             last = line.split("] ", 1)[1]
             out.print(line, markup=False)
@@ -331,13 +187,13 @@ def _wait(
                 name, namespace, kind, timeout=timeout, polling_interval=interval, callback=show
             )
     except JobFailedError as exc:
-        for line in _failure_lines(client, exc.job):
+        for line in failure_lines(client, exc.job):
             err.print(line, markup=False)
         return EXIT_FAILED
     except TimeoutError as exc:
         err.print(f"timed out: {exc}", markup=False)
         return EXIT_TIMEOUT
-    out.print(f"{job.kind} {job.namespace}/{job.name} Succeeded after {_duration(job)}")
+    out.print(f"{job.kind} {job.namespace}/{job.name} Succeeded after {duration(job)}")
     return 0
 
 
@@ -355,9 +211,11 @@ def cmd_list(args: argparse.Namespace) -> int:
     elif args.output == "json":
         print(json.dumps([j.to_dict() for j in jobs], indent=2))
     elif not jobs:
-        _err().print(f"No jobs found in namespace {client.namespace}.")
+        err_console().print(f"No jobs found in namespace {client.namespace}.")
     else:
-        _out().print(_jobs_table(jobs, namespaces=bool(getattr(args, "all_namespaces", False))))
+        out_console().print(
+            jobs_table(jobs, namespaces=bool(getattr(args, "all_namespaces", False)))
+        )
     return 0
 
 
@@ -365,21 +223,21 @@ def cmd_describe(args: argparse.Namespace) -> int:
     client = _client(args)
     kind, name = _resolve(client, args.job, args.kind)
     job = client.get(name, job_kind=kind)
-    out = _out()
+    out = out_console()
     created = job.metadata.get("creationTimestamp")
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column()
     head.add_row("Name:", f"{job.kind} {job.namespace}/{job.name}")
-    head.add_row("State:", _state_text(job_state(job)))
+    head.add_row("State:", state_text(job_state(job)))
     head.add_row(
         "Created:",
-        f"{created or '-'} ({_age(created)} ago)",
+        f"{created or '-'} ({age(created)} ago)",
     )
     start, end = job.status.start_time, job.status.completion_time
     head.add_row("Started:", format_time(start) if start else "-")
     head.add_row("Completed:", format_time(end) if end else "-")
-    head.add_row("Duration:", _duration(job))
+    head.add_row("Duration:", duration(job))
     out.print(head)
 
     out.print(Text("\nConditions:", style="bold"))
@@ -391,20 +249,20 @@ def cmd_describe(args: argparse.Namespace) -> int:
             cond.type,
             cond.status,
             cond.reason or "",
-            _age(cond.last_transition_time.isoformat() if cond.last_transition_time else None),
+            age(cond.last_transition_time.isoformat() if cond.last_transition_time else None),
             cond.message or "",
         )
     out.print(conds)
 
     out.print(Text("\nReplicas:", style="bold"))
-    out.print(_replica_table(job))
+    out.print(replica_table(job))
 
     out.print(Text("\nPods:", style="bold"))
     pods = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     for c in ("NAME", "PHASE", "EXIT", "REASON", "RESTARTS", "NODE", "AGE"):
         pods.add_column(c, no_wrap=True)
     for pod in client.get_pods(name, job.namespace):
-        code, reason, restarts = _exit_info(pod)
+        code, reason, restarts = exit_info(pod)
         pods.add_row(
             str(pod["metadata"]["name"]),
             str((pod.get("status") or {}).get("phase") or "-"),
@@ -412,7 +270,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
             reason or "-",
             str(restarts),
             str((pod.get("spec") or {}).get("nodeName") or "-"),
-            _age(pod["metadata"].get("creationTimestamp")),
+            age(pod["metadata"].get("creationTimestamp")),
         )
     out.print(pods)
 
@@ -430,7 +288,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
         )
         count = int(ev.get("count") or 1)
         table.add_row(
-            _age(when) + (f" (x{count})" if count > 1 else ""),
+            age(when) + (f" (x{count})" if count > 1 else ""),
             Text(str(ev.get("type") or ""), style="yellow" if ev.get("type") == "Warning" else ""),
             str(ev.get("reason") or ""),
             f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}",
@@ -451,7 +309,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         return 0
     logs = client.get_logs(name, None, kind, args.replica_type, args.index, args.container)
     if not logs:
-        _err().print(f"{kind} {name} has no pods yet")
+        err_console().print(f"{kind} {name} has no pods yet")
         return EXIT_API
     for text in logs.values():
         sys.stdout.write(text)
@@ -462,7 +320,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
     client = _client(args)
     kind, name = _resolve(client, args.job, args.kind)
     client.delete(name, job_kind=kind)
-    _out().print(f"{kind.lower()}.kubeflow.org/{name} deleted")
+    out_console().print(f"{kind.lower()}.kubeflow.org/{name} deleted")
     return 0
 
 
@@ -474,7 +332,7 @@ def cmd_suspend(args: argparse.Namespace) -> int:
     else:
         client.resume(name, job_kind=kind)
     done = "suspended" if args.command == "suspend" else "resumed"
-    _out().print(f"{kind.lower()}.kubeflow.org/{name} {done}")
+    out_console().print(f"{kind.lower()}.kubeflow.org/{name} {done}")
     return 0
 
 
@@ -569,6 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_suspend)
     p = job_cmd("resume", "resume a suspended job")
     p.set_defaults(func=cmd_suspend)
+
+    add_ui_command(add)
     return parser
 
 
@@ -584,7 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if operator_args and args.command != "render":
         parser.error("only render takes operator flags after --")
     args.operator_args = operator_args
-    err = _err()
+    err = err_console()
     try:
         code: int = args.func(args)
     except RenderError as exc:

@@ -65,7 +65,16 @@ _MAX_PASSES = 10_000
 
 
 class RenderError(ValueError):
-    """The job would be refused (admission or the operator's validation) or is not a job."""
+    """The job would be refused (admission or the operator's validation) or is not a job.
+
+    ``errors``: each refusal as ``field.path: message`` (admission's words); ``line``: the
+    1-based line of a YAML syntax error. ``kfjob ui`` shows them beside the lines they name.
+    """
+
+    def __init__(self, message: str, *, errors: Sequence[str] = (), line: int | None = None):
+        super().__init__(message)
+        self.errors = tuple(errors)
+        self.line = line
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +103,9 @@ def load_documents(text: str, *, source: str = "<stdin>") -> list[Obj]:
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as exc:
-        raise RenderError(f"{source}: not valid YAML: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = mark.line + 1 if mark is not None else None
+        raise RenderError(f"{source}: not valid YAML: {exc}", line=line) from exc
     out: list[Obj] = []
     for i, doc in enumerate(docs):
         if not isinstance(doc, dict):
@@ -175,7 +186,9 @@ def render_job(
     name = str(meta.get("name") or "")
     errors = _admission_errors(kind, controller, raw)
     if errors:
-        raise RenderError(f"{kind.kind} {name} would be refused: {'; '.join(errors)}")
+        raise RenderError(
+            f"{kind.kind} {name} would be refused: {'; '.join(errors)}", errors=errors
+        )
     when = now or dt.datetime.now(dt.UTC)
     world = _World()
     created: list[Obj] = []

@@ -493,6 +493,12 @@ class ControlPlane:
         proc.spawn(die_with_parent=self.die_with_parent)
         self._wait_ready(proc)
 
+    def stop_component(self, name: str) -> None:
+        """Stop a component started with :meth:`start_component` (SIGTERM, then SIGKILL)."""
+        proc = self._procs.pop(name, None)
+        if proc is not None:
+            proc.stop()
+
     def _wait_ready(self, proc: _Process) -> None:
         deadline = time.monotonic() + START_TIMEOUT
         delay = 0.05
