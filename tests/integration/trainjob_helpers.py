@@ -14,7 +14,13 @@ from jobcontroller.testing.pods import sim_annotations
 
 Obj = dict[str, Any]
 RUNTIMES_DIR = SHIPPED
-RUNTIME_FILES = ("torch_distributed.yaml", "jax_distributed.yaml", "xgboost_distributed.yaml")
+RUNTIME_FILES = (
+    "torch_distributed.yaml",
+    "jax_distributed.yaml",
+    "xgboost_distributed.yaml",
+    "deepspeed_distributed.yaml",
+    "mlx_distributed.yaml",
+)
 TIMEOUT = 90.0
 
 
@@ -39,9 +45,11 @@ def example(name: str) -> Obj:
     return doc
 
 
-def finishing(trainjob: Obj, *, exit_code: int | None = 0, run_for: str = "1s") -> Obj:
-    """``trainjob`` with a runtime patch making its trainer pods exit with ``exit_code`` after
-    ``run_for`` on kwok (None: run until deleted)."""
+def finishing(
+    trainjob: Obj, *, exit_code: int | None = 0, run_for: str = "1s", job: str = "node"
+) -> Obj:
+    """``trainjob`` with a runtime patch making the pods of its replicated job ``job`` (the
+    trainer's) exit with ``exit_code`` after ``run_for`` on kwok (None: run until deleted)."""
     out = copy.deepcopy(trainjob)
     out["spec"].setdefault("runtimePatches", []).append(
         {
@@ -51,7 +59,7 @@ def finishing(trainjob: Obj, *, exit_code: int | None = 0, run_for: str = "1s") 
                     "spec": {
                         "replicatedJobs": [
                             {
-                                "name": "node",
+                                "name": job,
                                 "template": {
                                     "spec": {
                                         "template": {

@@ -89,13 +89,26 @@ def test_a_runtime_reads_its_policy_and_jobset_template() -> None:
 
 
 def test_shipped_runtimes_are_upstreams() -> None:
-    """manifests/runtimes holds v2.3.0's torch, jax and xgboost runtimes, unchanged."""
+    """manifests/runtimes holds v2.3.0's torch, jax, xgboost, deepspeed and mlx runtimes,
+    unchanged."""
     shipped = sorted(p.name for p in SHIPPED.glob("*.yaml") if p.name != "kustomization.yaml")
-    assert shipped == ["jax_distributed.yaml", "torch_distributed.yaml", "xgboost_distributed.yaml"]
+    assert shipped == [
+        "deepspeed_distributed.yaml",
+        "jax_distributed.yaml",
+        "mlx_distributed.yaml",
+        "torch_distributed.yaml",
+        "xgboost_distributed.yaml",
+    ]
     for name in shipped:
         assert _documents(SHIPPED / name) == _documents(UPSTREAM / "runtimes" / name)
     names = {ClusterTrainingRuntime.parse(d).name for n in shipped for d in _documents(SHIPPED / n)}
-    assert names == {"torch-distributed", "jax-distributed", "xgboost-distributed"}
+    assert names == {
+        "torch-distributed",
+        "jax-distributed",
+        "xgboost-distributed",
+        "deepspeed-distributed",
+        "mlx-distributed",
+    }
 
 
 def test_status_written_by_the_controller_round_trips() -> None:

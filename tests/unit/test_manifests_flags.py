@@ -281,9 +281,10 @@ def test_every_install_has_the_trainer_crds_and_applies_in_one_go(
     assert not [o["metadata"]["name"] for o in objects if o["kind"] in own]
 
 
-def test_the_runtimes_install_is_v2_3_0s_torch_jax_and_xgboost_runtimes() -> None:
-    """manifests/runtimes installs what v2.3.0's overlays/runtimes installs: its objects, the
-    xgboost image at the release tag, the labels it adds."""
+def test_the_runtimes_install_is_v2_3_0s_runtimes_but_torchtune() -> None:
+    """manifests/runtimes installs what v2.3.0's overlays/runtimes installs but the torchtune
+    ones (not served): its objects, the runtime images at the release tag, the labels it
+    adds."""
     kubectl = find_binaries()["kubectl"]
     rendered = subprocess.run(
         [str(kubectl), "kustomize", str(ROOT / "manifests" / "runtimes")],
@@ -298,7 +299,13 @@ def test_the_runtimes_install_is_v2_3_0s_torch_jax_and_xgboost_runtimes() -> Non
         for doc in yamlfast.load_all(path.read_text())
     }
     runtimes = {r["metadata"]["name"]: r for r in _of_kind(objects, "ClusterTrainingRuntime")}
-    assert sorted(runtimes) == ["jax-distributed", "torch-distributed", "xgboost-distributed"]
+    assert sorted(runtimes) == [
+        "deepspeed-distributed",
+        "jax-distributed",
+        "mlx-distributed",
+        "torch-distributed",
+        "xgboost-distributed",
+    ]
     assert len(objects) == len(runtimes)
     for name, runtime in runtimes.items():
         labels = runtime["metadata"]["labels"]
@@ -308,8 +315,9 @@ def test_the_runtimes_install_is_v2_3_0s_torch_jax_and_xgboost_runtimes() -> Non
             == upstream[name]["metadata"]["labels"]["trainer.kubeflow.org/framework"]
         )
         expected = upstream[name]["spec"]
-        if name == "xgboost-distributed":
-            [job] = expected["template"]["spec"]["replicatedJobs"]
-            [node] = job["template"]["spec"]["template"]["spec"]["containers"]
-            node["image"] = "ghcr.io/kubeflow/trainer/xgboost-runtime:v2.3.0"
+        for job in expected["template"]["spec"]["replicatedJobs"]:
+            for container in job["template"]["spec"]["template"]["spec"]["containers"]:
+                image = container["image"]
+                if image.startswith("ghcr.io/kubeflow/trainer/") and ":" not in image:
+                    container["image"] = f"{image}:v2.3.0"
         assert runtime["spec"] == expected

@@ -110,6 +110,15 @@ from jobcontroller.core.sizing import (
     listed_names_bytes,
     size_message,
 )
+from jobcontroller.core.sshauth import (
+    SSH_AUTH_SECRET_TYPE,
+    SSH_PRIVATE_KEY,
+    SSH_PUBLIC_KEY,
+    generate_ssh_key_pair,
+    has_ssh_key_pair,
+    openmpi_hostfile,
+    with_ssh_key_pair,
+)
 from jobcontroller.core.waitfor import (
     CHECK_DNS,
     CHECK_TCP,
@@ -171,6 +180,9 @@ __all__ = [
     "SECRETS",
     "SERVICE",
     "SERVICES",
+    "SSH_AUTH_SECRET_TYPE",
+    "SSH_PRIVATE_KEY",
+    "SSH_PUBLIC_KEY",
     "WAIT_FOR_MASTER_DNS_SCRIPT",
     "WAIT_FOR_MASTER_SCRIPT",
     "Action",
@@ -215,7 +227,9 @@ __all__ = [
     "expectation_key",
     "gang_enabled",
     "gang_generation",
+    "generate_ssh_key_pair",
     "group_by_index",
+    "has_ssh_key_pair",
     "is_controlled_by",
     "is_failed",
     "is_finished",
@@ -230,6 +244,7 @@ __all__ = [
     "listed_names_bytes",
     "master_decides",
     "new_reason",
+    "openmpi_hostfile",
     "override",
     "owner_reference",
     "parse_quantity",
@@ -259,5 +274,6 @@ __all__ = [
     "tcp_wait_script",
     "terminated_state",
     "wait_for_replica",
+    "with_ssh_key_pair",
     "worker0_decides",
 ]

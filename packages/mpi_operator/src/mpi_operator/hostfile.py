@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from jobcontroller import JOB_NAME_LABEL, OPERATOR_NAME_LABEL, listed_names_bytes
+from jobcontroller import JOB_NAME_LABEL, OPERATOR_NAME_LABEL, listed_names_bytes, openmpi_hostfile
 from mpi_operator.api import MPIImplementation, MPIJob, MPIReplicaType
 
 __all__ = [
@@ -90,11 +90,10 @@ def hostfile(job: MPIJob, *, cluster_domain: str) -> str:
     """One line per host: ``host slots=N`` (Open MPI) or ``host:N`` (Intel MPI, MPICH)."""
     slots = job.spec.slots_per_worker if job.spec.slots_per_worker is not None else 1
     open_mpi = job.spec.mpi_implementation in (None, MPIImplementation.OPEN_MPI)
-    lines = []
-    for host in _hosts(job):
-        fqdn = host_fqdn(host=host, job=job, cluster_domain=cluster_domain)
-        lines.append(f"{fqdn} slots={slots}\n" if open_mpi else f"{fqdn}:{slots}\n")
-    return "".join(lines)
+    hosts = [host_fqdn(host=h, job=job, cluster_domain=cluster_domain) for h in _hosts(job)]
+    if open_mpi:
+        return openmpi_hostfile(hosts, slots=slots)
+    return "".join(f"{fqdn}:{slots}\n" for fqdn in hosts)
 
 
 def config_map_bytes(job: MPIJob, *, cluster_domain: str) -> int:

@@ -1,17 +1,23 @@
 """SSH between the launcher and the workers: the ``<job>-ssh`` Secret and its mounts.
 
-The key pair is random, so it cannot come from the pure planner: the plan asks for the Secret
-without ``data`` (:func:`ssh_secret`) and the controller's executor hook fills a freshly
-generated pair in just before the create (:func:`with_key_pair`). The keys go to the apiserver
-only; nothing here logs them.
+The key pair is the base's (:mod:`jobcontroller`'s ``with_ssh_key_pair``, which Trainer v2's
+MPI policy uses too): the plan asks for the Secret without ``data`` (:func:`ssh_secret`) and
+the controller's ``materialize`` hook fills a freshly generated pair in just before the
+create. The keys go to the apiserver only; nothing here logs them.
 """
 
 from __future__ import annotations
 
-import base64
-import copy
 from typing import Any
 
+from jobcontroller import (
+    SSH_AUTH_SECRET_TYPE,
+    SSH_PRIVATE_KEY,
+    SSH_PUBLIC_KEY,
+    generate_ssh_key_pair,
+    has_ssh_key_pair,
+    with_ssh_key_pair,
+)
 from mpi_operator.api import DEFAULT_SSH_AUTH_MOUNT_PATH, MPIJob
 from mpi_operator.hostfile import object_metadata
 
@@ -30,11 +36,13 @@ __all__ = [
 ]
 
 SSH_SUFFIX = "-ssh"
-SECRET_TYPE = "kubernetes.io/ssh-auth"
-PRIVATE_KEY = "ssh-privatekey"
-PUBLIC_KEY = "ssh-publickey"
+SECRET_TYPE = SSH_AUTH_SECRET_TYPE
+PRIVATE_KEY = SSH_PRIVATE_KEY
+PUBLIC_KEY = SSH_PUBLIC_KEY
 SSH_AUTH_VOLUME = "ssh-auth"
-_KEYS = frozenset({PRIVATE_KEY, PUBLIC_KEY})
+generate_key_pair = generate_ssh_key_pair
+has_key_pair = has_ssh_key_pair
+with_key_pair = with_ssh_key_pair
 #: Where the keys land in the mount: ssh's default identity and authorized keys files.
 _ITEMS = (
     {"key": PRIVATE_KEY, "path": "id_rsa"},
@@ -48,26 +56,6 @@ def secret_name(job: MPIJob) -> str:
     return job.name + SSH_SUFFIX
 
 
-def generate_key_pair() -> tuple[bytes, bytes]:
-    """A new ECDSA P-521 pair: the private key as a PEM ``EC PRIVATE KEY`` block and the
-    public key as an ``authorized_keys`` line."""
-    # Imported on first use: cryptography's OpenSSL is about 10 MB of RSS, which an operator
-    # that has not yet seen an MPIJob (or serves other kinds only) should not pay.
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-
-    key = ec.generate_private_key(ec.SECP521R1())
-    private = key.private_bytes(
-        encoding=serialization.Encoding.PEM,
-        format=serialization.PrivateFormat.TraditionalOpenSSL,
-        encryption_algorithm=serialization.NoEncryption(),
-    )
-    public = key.public_key().public_bytes(
-        encoding=serialization.Encoding.OpenSSH, format=serialization.PublicFormat.OpenSSH
-    )
-    return private, public + b"\n"
-
-
 def ssh_secret(job: MPIJob) -> dict[str, Any]:
     """The Secret as declared: everything but the keys (see :func:`with_key_pair`); the base
     names it and adds the owner."""
@@ -77,24 +65,6 @@ def ssh_secret(job: MPIJob) -> dict[str, Any]:
         "type": SECRET_TYPE,
         "metadata": object_metadata(job),
     }
-
-
-def with_key_pair(secret: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a planned Secret carrying a fresh key pair; one that has keys is kept."""
-    if has_key_pair(secret):
-        return secret
-    private, public = generate_key_pair()
-    out = copy.deepcopy(secret)
-    out["data"] = {
-        PRIVATE_KEY: base64.b64encode(private).decode(),
-        PUBLIC_KEY: base64.b64encode(public).decode(),
-    }
-    return out
-
-
-def has_key_pair(secret: dict[str, Any]) -> bool:
-    """Whether the Secret holds exactly the two keys (the anchor regenerates otherwise)."""
-    return set(secret.get("data") or {}) == _KEYS
 
 
 def mount_ssh_auth(pod_spec: dict[str, Any], *, job: MPIJob) -> None:

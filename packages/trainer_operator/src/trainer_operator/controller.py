@@ -2,8 +2,9 @@
 
 A TrainJob runs as one JobSet (``jobset.x-k8s.io/v1alpha2``) of its name, which the JobSet
 controller turns into Jobs and pods: this controller makes no pods itself. It watches its
-TrainJobs, the JobSets and runtime snapshots (ConfigMaps) they own, and the runtimes
-(TrainingRuntime in the TrainJobs' namespaces, ClusterTrainingRuntime), all through informers;
+TrainJobs; the JobSets, runtime snapshots and MPI hostfiles (ConfigMaps) and MPI SSH keys
+(Secrets) they own; and the runtimes (TrainingRuntime in the TrainJobs' namespaces,
+ClusterTrainingRuntime), all through informers;
 a reconcile reads the TrainJob's runtime from those caches (:meth:`observed_extra`), never from
 the API, and plans with :func:`trainer_operator.planner.plan_trainjob`.
 
@@ -13,19 +14,24 @@ TrainJob waiting for its runtime); the others plan from their snapshot and are n
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
 from jobcontroller import (
     CONFIGMAPS,
+    SECRETS,
+    CreateObject,
     Obj,
     Observed,
     Plan,
     PlanConfig,
     Reconciler,
     Resource,
+    has_ssh_key_pair,
     override,
+    with_ssh_key_pair,
 )
 from trainer_operator.api import TrainJob
 from trainer_operator.crd import trainer_crd
@@ -81,6 +87,7 @@ class TrainJobController(Reconciler[TrainJob]):
     owned_resources: ClassVar[Mapping[str, Resource]] = {
         "JobSet": JOBSETS,
         "ConfigMap": CONFIGMAPS,
+        "Secret": SECRETS,
     }
     read_resources: ClassVar[Mapping[str, Resource]] = {
         TRAINING_RUNTIME: TRAINING_RUNTIMES,
@@ -112,6 +119,13 @@ class TrainJobController(Reconciler[TrainJob]):
             return {RUNTIME: None}
         namespace = "" if kind == CLUSTER_TRAINING_RUNTIME else job["metadata"].get("namespace")
         return {RUNTIME: self.watch.get(kind, str(namespace or ""), str(ref.get("name") or ""))}
+
+    @override
+    def materialize(self, action: CreateObject) -> CreateObject:
+        """The MPI policy's SSH Secret gets its fresh key pair here, never in a plan."""
+        if action.kind == "Secret" and not has_ssh_key_pair(action.body):
+            return dataclasses.replace(action, body=with_ssh_key_pair(action.body))
+        return action
 
     @override
     def plan_job(

@@ -39,6 +39,7 @@ from jobcontroller import (
 )
 from trainer_operator.builder import build_jobset
 from trainer_operator.info import RuntimeProblem, new_info
+from trainer_operator.mpi import hostfile_configmap, ssh_auth_secret
 from trainer_operator.policies import enforce_ml_policy
 from trainer_operator.snapshot import (
     SnapshotProblem,
@@ -90,7 +91,7 @@ DEPRECATION_POLICY_URL = (
 )
 RUNTIME = "runtime"
 """The key of :attr:`Observed.extra` holding the TrainJob's runtime (None: not cached)."""
-JOBSET, CONFIGMAP = "JobSet", "ConfigMap"
+JOBSET, CONFIGMAP, SECRET = "JobSet", "ConfigMap", "Secret"
 _EVENT_LIMIT = 950
 
 #: Pod-template fields the JobSet webhook lets change while the JobSet is suspended (the ones
@@ -255,8 +256,11 @@ def _objects(raw: Obj, observed: Observed, kind: str) -> _Objects:
             raise ResourcesProblem("; ".join(errors))
         enforce_ml_policy(info, raw)
         desired = build_jobset(info, raw)
+        hostfile = hostfile_configmap(info, raw)
     except RuntimeProblem as exc:
         raise ResourcesProblem(str(exc)) from None
+    if hostfile is not None:
+        _mpi_objects(raw, observed, hostfile, out)
     if have is None:
         other = observed.lookup(JOBSET, name)
         if other is None:
@@ -278,6 +282,41 @@ def _objects(raw: Obj, observed: Observed, kind: str) -> _Objects:
         namespace = str(meta.get("namespace") or "")
         out.actions.append(PatchObject(kind=JOBSET, namespace=namespace, name=name, patch=patch))
     return out
+
+
+def _foreign(kind: str, name: str, trainjob: Obj) -> ResourcesProblem:
+    meta = trainjob["metadata"]
+    return ResourcesProblem(
+        f'Resource "{name}" of Kind "{kind}" already exists and is not managed by TrainJob '
+        f"{meta.get('namespace', '')}/{meta['name']}"
+    )
+
+
+def _mpi_objects(raw: Obj, observed: Observed, hostfile: Obj, out: _Objects) -> None:
+    """The MPI policy's SSH Secret (created once: it is immutable) and hostfile ConfigMap
+    (brought to the hostfile the JobSet's pods will have), before the JobSet."""
+    uid = str(raw["metadata"].get("uid") or "")
+    secret = ssh_auth_secret(raw)
+    for want in (secret, hostfile):
+        kind, name = str(want["kind"]), str(want["metadata"]["name"])
+        have = _named(observed.owned.get(kind, ()), name)
+        if have is None:
+            other = observed.lookup(kind, name)
+            if other is not None and not is_controlled_by(other, uid=uid):
+                # Someone else's keys or hosts: no JobSet runs with them.
+                raise _foreign(kind, name, raw)
+            if other is None:
+                out.actions.append(CreateObject(kind=kind, body=want))
+        elif want is hostfile and (have.get("data") or {}) != want["data"]:
+            meta = have["metadata"]
+            out.actions.append(
+                PatchObject(
+                    kind=kind,
+                    namespace=str(meta.get("namespace") or ""),
+                    name=name,
+                    patch={"data": want["data"]},
+                )
+            )
 
 
 def _failed_by_deadline(status: TrainJobStatus) -> bool:

@@ -10,6 +10,7 @@ Every policy takes the trainer's node count from the TrainJob when it names one.
 - jax: ``JAX_NUM_PROCESSES``, ``JAX_PROCESS_ID``, ``JAX_COORDINATOR_ADDRESS`` and the port;
 - xgboost: the Rabit tracker's ``DMLC_*`` env (one worker per GPU, else one per node) and the
   port;
+- mpi: the launcher's hostfile, SSH keys and Open MPI env (:mod:`trainer_operator.mpi`);
 - plain (no policy, or one of the others that have no plugin of their own here): the
   TrainJob's env on the trainer.
 
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from jobcontroller import parse_quantity
 from trainer_operator.info import (
     NODE,
     TRAINER,
@@ -33,6 +33,8 @@ from trainer_operator.info import (
     by_port,
     upsert,
 )
+from trainer_operator.mpi import enforce_mpi
+from trainer_operator.resources import node_resources, num_cpu, num_gpu
 
 __all__ = [
     "COMPLETION_INDEX_FIELD",
@@ -57,63 +59,6 @@ def _rank_env(name: str) -> Obj:
 def _master(trainjob: Obj) -> str:
     name = trainjob["metadata"]["name"]
     return f"{name}-{NODE}-0-0.{name}"
-
-
-def node_resources(info: Info) -> Obj | None:
-    """The trainer container's resources in the runtime (``ExtractResourcePerNodeFromRuntime``):
-    the ``node`` container of the first replicated job named ``node`` or the trainer's."""
-    for rjob in info.spec.get("replicatedJobs") or ():
-        template = rjob.get("template") or {}
-        ancestor = ((template.get("metadata") or {}).get("labels") or {}).get(
-            "trainer.kubeflow.org/trainjob-ancestor-step"
-        )
-        if rjob.get("name") != NODE and ancestor != TRAINER:
-            continue
-        pod_spec = ((template.get("spec") or {}).get("template") or {}).get("spec") or {}
-        for container in pod_spec.get("containers") or ():
-            if container.get("name") == NODE and container.get("resources") is not None:
-                res = container["resources"] or {}
-                return {"limits": res.get("limits") or {}, "requests": res.get("requests") or {}}
-    return None
-
-
-def _whole(quantity: Any) -> int:
-    """A quantity's integer value, rounded up (``Quantity.Value()``); 0 when unreadable."""
-    try:
-        value = parse_quantity(quantity)[0]
-    except (ValueError, TypeError, ZeroDivisionError):
-        return 0
-    return int(-(-value.numerator // value.denominator))
-
-
-def num_gpu(resources: Obj | None) -> int:
-    """GPUs per node: the first resource whose name contains "gpu", requested, else limited."""
-
-    def count(values: Any) -> int:
-        for name, quantity in (values or {}).items():
-            if "gpu" in str(name).lower():
-                return _whole(quantity)
-        return 0
-
-    if not resources:
-        return 0
-    gpus = count(resources.get("requests"))
-    limited = count(resources.get("limits"))
-    return limited if gpus == 0 and limited > 0 else gpus
-
-
-def _num_cpu(resources: Obj) -> int:
-    requested = (resources.get("requests") or {}).get("cpu")
-    if requested is None or not _nonzero(requested):
-        return _whole((resources.get("limits") or {}).get("cpu", 0))
-    return _whole(requested)
-
-
-def _nonzero(quantity: Any) -> bool:
-    try:
-        return parse_quantity(quantity)[0] != 0
-    except (ValueError, TypeError, ZeroDivisionError):
-        return False
 
 
 def _per_node_resources(info: Info, trainer: Obj) -> Obj:
@@ -143,7 +88,7 @@ def _torch(info: Info, trainjob: Obj, trainer: Obj | None, torch: Obj) -> None:
     resources = _per_node_resources(info, trainer_fields)
     gpus = num_gpu(resources)
     if proc == "auto" and gpus == 0:
-        proc = max(1, _num_cpu(resources))
+        proc = max(1, num_cpu(resources))
     pet = [
         {"name": "PET_NNODES", "value": str(_node_count(info))},
         {"name": "PET_NPROC_PER_NODE", "value": str(proc)},
@@ -227,9 +172,11 @@ def enforce_ml_policy(info: Info, trainjob: Obj) -> None:
     trainer = (trainjob.get("spec") or {}).get("trainer")
     trainer = trainer if isinstance(trainer, dict) else None
     policy = info.ml_policy or {}
-    if policy.get("mpi") is not None or policy.get("flux") is not None:
-        kind = "mpi" if policy.get("mpi") is not None else "flux"
-        raise RuntimeProblem(f"the {kind} ML policy is not supported")
+    if policy.get("flux") is not None:
+        raise RuntimeProblem("the flux ML policy is not supported")
+    if policy.get("mpi") is not None:
+        enforce_mpi(info, trainjob, trainer)
+        return
     if policy.get("torch") is not None:
         _torch(info, trainjob, trainer, policy["torch"] or {})
         return

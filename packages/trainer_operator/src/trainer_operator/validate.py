@@ -1,6 +1,6 @@
-"""The checks of v2.3.0's TrainJob webhook that need the runtime (its jobset, torch and xgboost
-plugins' ``Validate``), made by the controller when it reads the runtime: there is no webhook
-here, and the CRD's CEL rules cannot see another object. A TrainJob that fails one gets no
+"""The checks of v2.3.0's TrainJob webhook that need the runtime (its jobset, torch, mpi and
+xgboost plugins' ``Validate``), made by the controller when it reads the runtime: there is no
+webhook here, and the CRD's CEL rules cannot see another object. A TrainJob that fails one gets no
 JobSet (nor snapshot, so a runtime fixed meanwhile is read afresh), and the reasons in a
 Warning event.
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainer_operator.info import DATASET_INITIALIZER, MODEL_INITIALIZER, Info
+from trainer_operator.mpi import mpi_errors
 
 __all__ = ["trainjob_errors"]
 
@@ -95,4 +96,4 @@ def trainjob_errors(info: Info, trainjob: Obj) -> list[str]:
             for i, name in enumerate(names)
             if name in XGBOOST_RESERVED
         ]
-    return errors
+    return errors + mpi_errors(info, trainjob)
