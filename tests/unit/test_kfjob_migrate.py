@@ -350,3 +350,16 @@ def test_cli_refuses_what_it_cannot_migrate(tmp_path: Path) -> None:
     done = _kfjob("migrate", str(ROOT / "examples/tfjob-ps-worker.yaml"), tmp=tmp_path)
     assert done.returncode == 1
     assert "error: TFJob has no Kubeflow Trainer v2 runtime" in done.stderr
+
+
+def test_the_transcripts_in_docs_cli_are_what_kfjob_prints(tmp_path: Path) -> None:
+    docs = (ROOT / "docs" / "cli.md").read_text()
+    done = _kfjob("migrate", str(ROOT / "examples/pytorchjob-mnist.yaml"), tmp=tmp_path)
+    assert done.stdout in docs
+    done = _kfjob(
+        "migrate", "--check", str(ROOT / "tests/data/seeds/mpijob-horovod.yaml"), tmp=tmp_path
+    )
+    assert done.stdout in docs
+    done = _kfjob("migrate", "--check", str(ROOT / "examples/jaxjob-simple.yaml"), tmp=tmp_path)
+    shown = done.stdout.split("  jaxjob-simple-worker-1")[0]
+    assert shown in docs

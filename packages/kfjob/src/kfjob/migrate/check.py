@@ -208,11 +208,11 @@ def report_lines(result: Check) -> list[str]:
     lines = [f"{m.kind} {m.name} -> TrainJob {m.name} on {m.runtime_ref}"]
     lines += [f"  warning: {w}" for w in m.warnings]
     lines += [f"  note: {n}" for n in m.notes]
-    lines += [f"  planner: {e}" for e in result.events]
     if result.not_rendered is not None:
         lines.append(f"  TrainJob pods: not rendered: {result.not_rendered}")
         lines.append(f"  v1 pods ({len(result.v1)}): {', '.join(p.name for p in result.v1)}")
         return lines
+    lines += [f"  planner: {e}" for e in result.events]
     lines.append(f"  pods: {len(result.v1)} -> {len(result.trainjob)}")
     pairs = list(zip(result.v1, result.trainjob, strict=False))
     groups: list[tuple[list[tuple[PodView, PodView]], list[str]]] = []

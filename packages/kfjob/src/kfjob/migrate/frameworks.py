@@ -38,14 +38,13 @@ from kfjob.migrate.common import (
 )
 from mpi_operator.api import DEFAULT_SSH_AUTH_MOUNT_PATH
 from pytorch_operator.api import PYTORCH_CONTAINER_NAME, PYTORCH_PORT, PYTORCH_PORT_NAME
+from trainer_operator.validate import TORCH_RESERVED, XGBOOST_RESERVED
 from xgboost_operator.api import XGBOOST_CONTAINER_NAME, XGBOOST_PORT, XGBOOST_PORT_NAME
 
 __all__ = ["FRAMEWORKS", "Framework", "migrate"]
 
 Obj = dict[str, Any]
 
-TORCH_RESERVED = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR")
-XGBOOST_RESERVED = ("DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER")
 MPI_RESERVED = (
     "OMPI_MCA_orte_default_hostfile",
     "OMPI_MCA_orte_keep_fqdn_hostnames",
