@@ -306,7 +306,13 @@ def test_user_env_wins_over_the_v1_env_and_no_v1_env_leaves_it_out() -> None:
     assert [e for e in env if e["name"] == "MASTER_PORT"] == [
         {"name": "MASTER_PORT", "value": "1234"}
     ]
-    assert "env" not in migrate(_pytorch(), v1_env=False).trainjob["spec"]["trainer"]
+    bare = migrate(_pytorch(), v1_env=False)
+    assert "env" not in bare.trainjob["spec"]["trainer"]
+    assert bare.warnings == ()  # the example names no port: the v1 default is nobody's loss
+    xgb = migrate(_one("examples/xgboostjob-iris.yaml"), v1_env=False)
+    assert _warned(
+        xgb.warnings, "spec.xgbReplicaSpecs.Master.template.spec.containers[xgboost].ports"
+    )
 
 
 def test_kinds_without_a_trainer_runtime_and_refused_jobs_are_errors() -> None:

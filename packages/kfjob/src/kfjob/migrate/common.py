@@ -119,6 +119,13 @@ def _strip_port(template: Obj, *, container: str, port_name: str) -> int | None:
     return None
 
 
+def _written_port(ctx: Context, ns: NodeSet, rtype: str) -> int | None:
+    """The framework port the job's own template names (the defaulted one always has one)."""
+    spec = ((ctx.source.get("spec") or {}).get(ns.specs_key) or {}).get(rtype) or {}
+    template = copy.deepcopy(spec.get("template") or {})
+    return _strip_port(template, container=ns.container, port_name=ns.port_name)
+
+
 def _restart(ctx: Context, path: str, policy: str | None, template: Obj) -> bool:
     """Carry a replica's restartPolicy; True when only a runtime can (Never)."""
     # A JobSet's pods restart OnFailure unless their template says otherwise (its webhook's
@@ -252,6 +259,11 @@ def migrate_node_set(ctx: Context, kind: str, ns: NodeSet, *, managed_by: str) -
         env = _merge_env(ctx, list(trainer.get("env") or []), ns.v1_env(ctx, num_nodes, port))
         if env:
             trainer["env"] = env
+    elif _written_port(ctx, ns, first) is not None:
+        f.warn(
+            f"{base_path}.{first}.template.spec.containers[{ns.container}].ports[{ns.port_name}]",
+            f"port {ports[first]} is not carried (--no-v1-env): the runtime's port is 29500",
+        )
 
     spec: Obj = {}
     runtime: Obj | None = None
