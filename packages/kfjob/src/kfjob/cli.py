@@ -1,10 +1,10 @@
 """The ``kfjob`` command line, built on :class:`kfjob.client.JobClient`.
 
-``kfjob render`` works offline; every other command (``kfjob ui`` too: :mod:`kfjob.ui.command`)
-talks to the cluster of the usual kubeconfig resolution (``--kubeconfig``, ``$KUBECONFIG``,
-``~/.kube/config``, in-cluster). Output goes through ``rich`` (:mod:`kfjob.tables`): colours and
-the live display only on a terminal, never with ``NO_COLOR`` set; piped output is plain text,
-one line per change.
+``kfjob render`` and ``kfjob migrate`` work offline; every other command (``kfjob ui`` too:
+:mod:`kfjob.ui.command`) talks to the cluster of the usual kubeconfig resolution
+(``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``, in-cluster). Output goes through
+``rich`` (:mod:`kfjob.tables`): colours and the live display only on a terminal, never with
+``NO_COLOR`` set; piped output is plain text, one line per change.
 
 Exit status: 0 success (a job that Succeeded, for ``wait`` and ``submit --wait``), 1 the job
 Failed or render refused it, 2 bad usage, 3 a wait timed out, 4 an API error (not found,
@@ -35,6 +35,7 @@ from kfjob.client import (
     job_state,
 )
 from kfjob.kinds import KINDS, UnknownKind, kind_for
+from kfjob.migrate.command import add_migrate_command
 from kfjob.render import (
     Rendered,
     RenderError,
@@ -428,6 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = job_cmd("resume", "resume a suspended job")
     p.set_defaults(func=cmd_suspend)
 
+    add_migrate_command(add)
     add_ui_command(add)
     return parser
 
