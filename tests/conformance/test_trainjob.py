@@ -58,8 +58,9 @@ def local_runtime(source: str, *, name: str, image: str, scripts: str) -> Obj:
 
 
 class LogKeeper:
-    """The last log of each pod's ``node`` container, read while the TrainJob runs: JobSet
-    deletes a failed run's pods, and with them what would say why."""
+    """The last log of each pod's first container (``node``, or an initializer step's), read
+    while the TrainJob runs: JobSet deletes a failed run's pods, and with them what would say
+    why."""
 
     def __init__(self, kube: KubeApi, namespace: str, jobset: str) -> None:
         self.kube, self.namespace, self.jobset = kube, namespace, jobset
@@ -81,7 +82,8 @@ class LogKeeper:
                 continue
             name = pod["metadata"]["name"]
             with contextlib.suppress(AssertionError, ApiError, OSError, asyncio.TimeoutError):
-                self.outputs[name] = await logs(self.kube, self.namespace, name, "node")
+                container = pod["spec"]["containers"][0]["name"]
+                self.outputs[name] = await logs(self.kube, self.namespace, name, container)
 
 
 def is_true(obj: Obj | None, ctype: str) -> bool:
@@ -90,10 +92,18 @@ def is_true(obj: Obj | None, ctype: str) -> bool:
 
 
 async def run_trainjob(
-    kube: KubeApi, namespace: str, *, name: str, runtime: Obj, trainer: Obj
+    kube: KubeApi,
+    namespace: str,
+    *,
+    name: str,
+    runtime: Obj,
+    trainer: Obj,
+    initializer: Obj | None = None,
+    steps: tuple[str, ...] = ("node",),
 ) -> tuple[Obj, dict[str, Obj], dict[str, str]]:
     """Create ``runtime`` (a TrainingRuntime) and a TrainJob on it; wait for it to finish and
-    return it Complete, its pods by hostname and their logs by pod name."""
+    return it Complete, its pods by hostname and their logs by pod name (each pod's first
+    container's: ``node``, or the step's own)."""
     await kube.create(TRAINING_RUNTIMES, runtime, namespace=namespace)
     trainjob = {
         "apiVersion": TRAINJOBS.api_version,
@@ -104,6 +114,8 @@ async def run_trainjob(
             "trainer": trainer,
         },
     }
+    if initializer is not None:
+        trainjob["spec"]["initializer"] = initializer
     await kube.create(TRAINJOBS, trainjob, namespace=namespace)
     started = time.monotonic()
     keeper = LogKeeper(kube, namespace, name)
@@ -133,10 +145,12 @@ async def run_trainjob(
     print(f"\nTrainJob {name} Complete {time.monotonic() - started:.0f}s after creation")
     for pod_name, out in sorted(outputs.items()):
         print(f"--- {pod_name}\n{out}")
-    # The trainer step is one Job (of numNodes indexed pods): it succeeded, on the real node.
-    (status,) = done["status"]["jobsStatus"]
-    assert status["name"] == "node", status
-    assert status["succeeded"] == 1 and status["failed"] == 0, status
+    # Each step is one Job (the trainer's of numNodes indexed pods): each succeeded, on the
+    # real node.
+    statuses = {s["name"]: s for s in done["status"]["jobsStatus"]}
+    assert sorted(statuses) == sorted(steps), statuses
+    for status in statuses.values():
+        assert status["succeeded"] == 1 and status["failed"] == 0, status
     by_host = {p["spec"]["hostname"]: p for p in pods}
     for host, pod in by_host.items():
         assert pod["status"]["phase"] == "Succeeded", (host, pod["status"])

@@ -1,8 +1,10 @@
 """A TrainJob on the MPI policy run for real: upstream's deepspeed-distributed runtime (its
-launcher also a host, ``runLauncherAsNode``) with the project's OpenMPI image. The launcher's
-``mpirun`` finds the hosts in the hostfile the operator wrote, reaches the node pods over SSH
-with the TrainJob's own generated keys, and an mpi4py allreduce gives the right sum on every
-rank; the TrainJob is Complete when the launcher is (the runtime's success policy)."""
+launcher also a host, ``runLauncherAsNode``; non-root: user 1000, sshd on 2222 with
+mpi-operator's base-image config) with only its image replaced by the project's OpenMPI one.
+The launcher's ``mpirun`` finds the hosts in the hostfile the operator wrote, reaches the node
+pods over SSH with the TrainJob's own generated keys (mounted 0640 for group 1000, as v2.3.0
+mounts them), and an mpi4py allreduce gives the right sum on every rank; the TrainJob is
+Complete when the launcher is (the runtime's success policy)."""
 
 from __future__ import annotations
 
@@ -19,7 +21,6 @@ from test_trainjob import (
     TRAINING_RUNTIMES,
     TRAINJOBS,
     LogKeeper,
-    Obj,
     is_true,
     local_runtime,
 )
@@ -29,36 +30,15 @@ from jobcontroller.runtime.kube import KubeApi
 from jobcontroller.testing.waiting import wait_for
 
 
-def mpi_runtime(scripts: str) -> Obj:
-    """deepspeed-distributed as a platform team adapts it to an image whose sshd runs as root
-    on port 22 (upstream's runs as user 1000 on 2222): the keys at /root/.ssh, sshd's own
-    config, the readiness probe on 22."""
-    runtime = local_runtime(
-        "deepspeed_distributed.yaml", name="mpi-local", image=TRAINER_REF, scripts=scripts
-    )
-    runtime["spec"]["mlPolicy"]["mpi"]["sshAuthMountPath"] = "/root/.ssh"
-    for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
-        pod = rjob["template"]["spec"]["template"]["spec"]
-        pod.pop("securityContext", None)
-        for container in pod["containers"]:
-            container.pop("securityContext", None)
-            if rjob["name"] == "node":
-                container["command"] = ["/usr/sbin/sshd", "-De"]
-                container.pop("args", None)
-                container["readinessProbe"] = {
-                    "tcpSocket": {"port": 22},
-                    "initialDelaySeconds": 1,
-                    "periodSeconds": 1,
-                }
-    return runtime
-
-
 async def test_mpi_trainjob_mpirun_over_ssh_allreduces_on_every_rank(
     operators: RealCluster, kube: KubeApi, namespace: str
 ) -> None:
     await wait_default_service_account(kube, namespace)
     cm = await scripts_configmap(kube, namespace, "allreduce_mpi.py")
-    await kube.create(TRAINING_RUNTIMES, mpi_runtime(cm), namespace=namespace)
+    runtime = local_runtime(
+        "deepspeed_distributed.yaml", name="mpi-local", image=TRAINER_REF, scripts=cm
+    )
+    await kube.create(TRAINING_RUNTIMES, runtime, namespace=namespace)
     trainjob = {
         "apiVersion": TRAINJOBS.api_version,
         "kind": "TrainJob",

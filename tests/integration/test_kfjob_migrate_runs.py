@@ -1,5 +1,5 @@
-"""``kfjob migrate``'s output runs: the PyTorchJob, JAXJob and XGBoostJob examples, migrated,
-applied to a real API server (its CRD validation) with the real JobSet controller and our
+"""``kfjob migrate``'s output runs: the PyTorchJob, JAXJob, XGBoostJob and MPIJob examples,
+migrated, applied to a real API server (its CRD validation) with the real JobSet controller and our
 TrainJob controller, each TrainJob reaching Complete on kwok's pods. Their pod templates carry
 the v1 templates' annotations (the simulation's, here), through a runtime patch or the
 generated TrainingRuntime, so a TrainJob completes only if those got through."""
@@ -16,7 +16,7 @@ import yaml
 from trainer_fixtures import RESOURCES, TRAINJOBS, Obj, is_subset
 from trainjob_helpers import TIMEOUT, condition, events_of, is_true, shipped_runtimes
 
-from jobcontroller.runtime.kube import KubeApi
+from jobcontroller.runtime.kube import CONFIGMAPS, SECRETS, KubeApi
 from jobcontroller.testing.jobset import JOBSETS, JobSetController
 from jobcontroller.testing.operator import RunningController, running
 from jobcontroller.testing.pods import simulate
@@ -38,13 +38,17 @@ async def operator(
 
 
 def _finishing(path: str) -> Obj:
-    """The example with every replica's pods exiting 0 after 1s on kwok."""
+    """The example with every replica's pods exiting 0 after 1s on kwok; an MPIJob's workers
+    run until deleted instead (sshd, which the launcher's end ends)."""
     [doc] = [d for d in yaml.safe_load_all((ROOT / path).read_text()) if d]
     doc = copy.deepcopy(doc)
     doc["metadata"].pop("namespace", None)  # the test's namespace
     key = next(k for k in doc["spec"] if k.endswith("ReplicaSpecs"))
-    for spec in doc["spec"][key].values():
-        simulate(spec.setdefault("template", {}), 0, run_for="1s")
+    for rtype, spec in doc["spec"][key].items():
+        if doc["kind"] == "MPIJob" and rtype == "Worker":
+            simulate(spec.setdefault("template", {}), None)
+        else:
+            simulate(spec.setdefault("template", {}), 0, run_for="1s")
     return doc
 
 
@@ -102,14 +106,59 @@ def _main_container(doc: Obj) -> Obj:
     return container
 
 
-async def test_a_migrated_mpijob_is_admitted(
+@pytest.mark.parametrize(
+    "path", ["examples/mpijob-horovod.yaml", "tests/data/seeds/mpijob-horovod.yaml"]
+)
+async def test_a_migrated_mpijob_completes(
+    kube: KubeApi, operator: RunningController, namespace: str, path: str
+) -> None:
+    """The generated MPI runtime and TrainJob are taken as written (nothing pruned) and run:
+    the workers' template is the node job, the launcher's the trainer's, with the TrainJob's
+    SSH keys and hostfile listing one host per v1 worker."""
+    doc = _finishing(path)
+    m = migrate(doc)
+    for obj in m.documents():
+        created = await kube.create(RESOURCES[obj["kind"]], obj, namespace=namespace)
+        assert is_subset(obj["spec"], created["spec"]), created
+    name = m.name
+    done = await wait_for(
+        kube,
+        TRAINJOBS,
+        name,
+        namespace=namespace,
+        timeout=TIMEOUT,
+        until=lambda t: is_true(t, "Complete") or is_true(t, "Failed"),
+        what="migrated MPIJob finished",
+    )
+    assert is_true(done, "Complete"), condition(done, "Failed")
+    assert [e["reason"] for e in await events_of(kube, namespace, name)] == []
+    specs = doc["spec"]["mpiReplicaSpecs"]
+    workers = specs["Worker"]["replicas"]
+    jobset = await kube.get(JOBSETS, name, namespace=namespace)
+    jobs = {r["name"]: r for r in jobset["spec"]["replicatedJobs"]}
+    assert jobs["node"]["template"]["spec"]["parallelism"] == workers
+    assert jobs["launcher"]["template"]["spec"]["parallelism"] == 1
+    [launcher] = jobs["launcher"]["template"]["spec"]["template"]["spec"]["containers"]
+    v1_launcher = specs["Launcher"]["template"]["spec"]["containers"][0]
+    assert launcher["image"] == v1_launcher["image"]
+    assert launcher.get("command") == v1_launcher.get("command")
+    hostfile = await kube.get(CONFIGMAPS, f"{name}-mpi-hostfile", namespace=namespace)
+    hosts = [line.split()[0] for line in hostfile["data"]["hostfile"].splitlines()]
+    assert hosts == [f"{name}-node-0-{i}.{name}" for i in range(workers)]
+    secret = await kube.get(SECRETS, f"{name}-mpi-ssh-auth", namespace=namespace)
+    assert set(secret["data"]) == {"ssh-privatekey", "ssh-publickey"}
+
+
+async def test_a_migrated_real_node_mpijob_is_admitted(
     kube: KubeApi, kubeflow_crds: list[str], namespace: str
 ) -> None:
-    """The API server's validation (CRD schemas and CEL) takes the MPI runtime and TrainJob as
-    written (our controller does not run them yet: it does not serve the mpi ML policy)."""
-    for path in ("examples/mpijob-horovod.yaml", "examples/real/mpijob-allreduce.yaml"):
-        m = migrate(_finishing(path))
-        for obj in m.documents():
-            created = await kube.create(RESOURCES[obj["kind"]], obj, namespace=namespace)
-            # Stored as written: no field the CRD does not know was pruned away.
-            assert is_subset(obj["spec"], created["spec"]), created
+    """examples/real's MPIJob (its pods select the real node, which this cluster lacks): the
+    API server takes its runtime and TrainJob as written."""
+    m = migrate(_finishing("examples/real/mpijob-allreduce.yaml"))
+    assert m.runtime is not None
+    jobs = m.runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    [launcher] = [r for r in jobs if r["name"] == "launcher"]
+    assert launcher["dependsOn"] == [{"name": "node", "status": "Ready"}]  # WaitForWorkersReady
+    for obj in m.documents():
+        created = await kube.create(RESOURCES[obj["kind"]], obj, namespace=namespace)
+        assert is_subset(obj["spec"], created["spec"]), created

@@ -182,12 +182,13 @@ def test_mpi_seed_wait_for_workers_ready_is_depends_on() -> None:
     ]
 
 
-def test_mpijob_check_says_the_trainjob_side_waits_for_the_mpi_policy() -> None:
+def test_mpijob_check_renders_both_sides_pod_for_pod() -> None:
     result = check(migrate(_one("examples/mpijob-horovod.yaml")))
-    assert result.not_rendered is not None and "mpi ML policy" in result.not_rendered
-    assert len(result.v1) == 3
+    assert result.not_rendered is None
+    assert len(result.v1) == len(result.trainjob) == 3
     text = "\n".join(report_lines(result))
-    assert "TrainJob pods: not rendered" in text
+    assert "tensorflow-horovod-launcher (Job) -> tensorflow-horovod-launcher-0-0" in text
+    assert "tensorflow-horovod-worker-1 -> tensorflow-horovod-node-0-1" in text
 
 
 def test_run_policy_and_metadata_carry_over() -> None:

@@ -106,6 +106,10 @@ def _trainer_setup() -> str:
     # sshd for mpirun: host keys made now, root login by key only (the mpi-operator mounts the
     # job's key pair and authorized_keys at /root/.ssh), no DNS lookups of clients, and the
     # privilege-separation directory a read-only /run would not have.
+    # And, as mpi-operator's base image has it (which Trainer v2.3.0's deepspeed and mlx
+    # runtime images start from), the non-root way those runtimes run: user mpiuser (uid 1000)
+    # whose sshd listens on 2222 with the job's key (mounted at /home/mpiuser/.ssh) as its
+    # host key; mpiuser's ssh connects to 2222 (root's keeps 22, for MPIJob's root sshd).
     return "\n".join(
         [
             'chroot "$1" ssh-keygen -A',
@@ -115,7 +119,12 @@ def _trainer_setup() -> str:
             "StrictModes no\nEOF",
             "cat >> \"$1/etc/ssh/ssh_config\" <<'EOF'\n"
             "    StrictHostKeyChecking no\n    UserKnownHostsFile /dev/null\n"
-            "    LogLevel ERROR\nEOF",
+            "    LogLevel ERROR\nMatch localuser mpiuser\n    Port 2222\nEOF",
+            'chroot "$1" useradd --create-home --uid 1000 mpiuser',
+            "cat > \"$1/home/mpiuser/.sshd_config\" <<'EOF'\n"
+            "PidFile /home/mpiuser/sshd.pid\nHostKey /home/mpiuser/.ssh/id_rsa\n"
+            "StrictModes no\nPort 2222\nPasswordAuthentication no\nUseDNS no\nEOF",
+            'chroot "$1" chown mpiuser:mpiuser /home/mpiuser/.sshd_config',
         ]
     )
 

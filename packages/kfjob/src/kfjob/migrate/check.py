@@ -26,7 +26,6 @@ from pydantic import ValidationError
 
 from jobcontroller import CreateObject, Observed
 from kfjob.migrate.base import COMPLETION_INDEX, NODE, MigrateError, Migration
-from kfjob.migrate.frameworks import FRAMEWORKS
 from kfjob.migrate.runtimes import shipped_runtime
 from kfjob.render import PLACEHOLDER_UID, render_job
 from trainer_operator import TrainingRuntime, TrainJob
@@ -154,14 +153,9 @@ def check(
     if jobsets:
         result.trainjob = _jobset_pods(jobsets[0])
         return result
-    reason = "; ".join(e.message for e in plan.events) or "the planner created no JobSet"
-    policy = FRAMEWORKS[migration.kind].unserved_policy
-    if policy is not None:
-        reason = (
-            f"the TrainJob side cannot be rendered until the TrainJob controller serves the "
-            f"{policy} ML policy (its planner says: {reason})"
-        )
-    result.not_rendered = reason
+    result.not_rendered = (
+        "; ".join(e.message for e in plan.events) or "the planner created no JobSet"
+    )
     return result
 
 

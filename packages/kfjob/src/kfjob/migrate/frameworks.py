@@ -271,7 +271,10 @@ def _migrate_mpi(ctx: Context) -> Migration:
         "kind": "TrainingRuntime",
         "metadata": meta,
         "spec": {
-            "mlPolicy": {"numNodes": max(num_nodes, 1), "mpi": mpi},
+            # 1, as deepspeed-distributed says: the launcher is the trainer's step, and a
+            # trainer step runs mlPolicy.numNodes pods; the node job's count comes from the
+            # TrainJob's numNodes (the mpi policy's rule).
+            "mlPolicy": {"numNodes": 1, "mpi": mpi},
             "template": {
                 "spec": {
                     "network": {"publishNotReadyAddresses": True},
@@ -316,9 +319,6 @@ class Framework:
     """How one v1 kind migrates, and whether ``--check`` can plan its TrainJob."""
 
     convert: Callable[[Context], Migration]
-    unserved_policy: str | None = None
-    """An ML policy our TrainJob controller does not serve yet: ``--check`` says the TrainJob
-    side cannot be rendered (rather than failing) when the planner refuses it."""
 
 
 def _node_set(kind: str, ns: NodeSet, managed_by: str) -> Framework:
@@ -329,7 +329,7 @@ FRAMEWORKS: dict[str, Framework] = {
     "PyTorchJob": _node_set("PyTorchJob", PYTORCH, "kubeflow.org/training-operator"),
     "JAXJob": _node_set("JAXJob", JAX, "kubeflow.org/training-operator"),
     "XGBoostJob": _node_set("XGBoostJob", XGBOOST, "kubeflow.org/training-operator"),
-    "MPIJob": Framework(_migrate_mpi, unserved_policy="mpi"),
+    "MPIJob": Framework(_migrate_mpi),
 }
 
 
