@@ -28,7 +28,7 @@ help:
 	@echo "                 (KUEUE=1: with Kueue managing the kubeflow.org jobs that name a queue)"
 	@echo "                 (JOBSET=1: with the JobSet controller, jobset.x-k8s.io/v1alpha2)"
 	@echo "make kueue / make jobset   build Kueue / the JobSet controller (cached; make test does)"
-	@echo "make conformance real distributed training (PyTorch, elastic, MPI, TF) on the real node"
+	@echo "make conformance real distributed training (PyTorch, elastic, MPI, TF, XGBoost, JAX, Paddle) on the real node"
 
 $(UV):
 	python3 -m venv .venv-uv

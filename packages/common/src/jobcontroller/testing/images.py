@@ -16,6 +16,8 @@ is built locally and imported into the node's containerd:
   a C++ toolchain and Boost's headers);
 * ``jax``: Debian's python3.11 with the ``jax[cpu]`` wheels from PyPI (Debian has no JAX),
   for the JAX runtime and JAXJobs;
+* ``paddle``: Debian's python3.11 with the ``paddlepaddle`` CPU wheel from PyPI (Debian has no
+  PaddlePaddle), for PaddleJobs (``paddle.distributed.launch``, gloo on CPU);
 * ``operators``: Debian's python3.11 with the project's wheels and their runtime dependencies
   (the distributions the Dockerfile's ``uv sync --no-dev --no-editable`` installs), non-root;
 * ``jobset``: the JobSet controller ``hack/build-jobset.sh`` built, alone in the image, named
@@ -70,12 +72,16 @@ OPERATORS_REF = f"{LOCAL}/kubeflow-operators-py:local"
 TENSORFLOW_REF = f"{LOCAL}/tensorflow:local"
 XGBOOST_REF = f"{LOCAL}/xgboost:local"
 JAX_REF = f"{LOCAL}/jax:local"
+PADDLE_REF = f"{LOCAL}/paddle:local"
 #: The JobSet controller under the name manifests/jobset deploys (built here, never pulled).
 JOBSET_REF = "registry.k8s.io/jobset/jobset:v0.12.0"
 #: TensorFlow is not packaged by Debian: the CPU wheel from PyPI, on Debian's python3.11.
 TENSORFLOW_PIN = "tensorflow-cpu==2.21.0"
 #: Nor JAX: jax with its CPU jaxlib (whose CPU collectives are gloo's), from PyPI.
 JAX_PIN = "jax[cpu]==0.10.2"
+#: Nor PaddlePaddle: its CPU wheel (cross-process collectives on gloo), and setuptools, which
+#: ``import paddle`` needs (paddle.utils.cpp_extension) but the wheel does not require.
+PADDLE_PINS = ("paddlepaddle==3.3.1", "setuptools==84.2.1")
 
 
 def cache_dir() -> Path:
@@ -187,6 +193,10 @@ def _jax_files(root: Path) -> Iterable[tuple[str, Path]]:
     return _wheel_files(root, name="jax", pins=(JAX_PIN,), target="/opt/jax")
 
 
+def _paddle_files(root: Path) -> Iterable[tuple[str, Path]]:
+    return _wheel_files(root, name="paddle", pins=PADDLE_PINS, target="/opt/paddle")
+
+
 def _jobset_files(root: Path) -> Iterable[tuple[str, Path]]:
     # The binary hack/build-jobset.sh built from the module, where upstream's image has it.
     from jobcontroller.testing.jobset import find_jobset
@@ -252,6 +262,20 @@ IMAGES: dict[str, Image] = {
             "Env": [
                 "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
                 "PYTHONPATH=/opt/jax",
+            ],
+            "Cmd": ["/usr/bin/python3"],
+        },
+    ),
+    "paddle": Image(
+        name="paddle",
+        ref=PADDLE_REF,
+        # libgomp: the wheel's libcommon.so and oneDNN link OpenMP's runtime without bundling it.
+        packages=("python3", "libgomp1"),
+        files=_paddle_files,
+        config={
+            "Env": [
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "PYTHONPATH=/opt/paddle",
             ],
             "Cmd": ["/usr/bin/python3"],
         },
