@@ -9,6 +9,7 @@ schedulers are not here); the JobSet controller (the ``jobset`` fixture) serves 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
@@ -89,8 +90,9 @@ async def operator(
     settings = parse_settings(
         name="trainer-operator", argv=[f"--kubeconfig={kubeconfig}"], add_flags=add_job_flags
     )
-    # The look-up the operators make before starting, against this API server.
-    pod_groups = installed_pod_groups(settings)
+    # The look-up the operators make before starting (outside any event loop), against this
+    # API server.
+    pod_groups = await asyncio.to_thread(installed_pod_groups, settings)
     assert pod_groups == {COSCHEDULING_KIND, VOLCANO_KIND}
     controller = TrainJobController(pod_groups=pod_groups)
     async with running(kubeconfig, controller, namespace=namespace) as op:

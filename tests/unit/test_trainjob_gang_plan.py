@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from trainjob_fixtures import NOW, jobset_spec, observed, owner, runtime, stored, trainjob
 
-from jobcontroller import CreateObject, Event, Observed, PatchObject, Plan
+from jobcontroller import CreateObject, Event, Observed, PatchObject, Plan, Settings
 from trainer_operator.controller import TrainJobController
 from trainer_operator.planner import plan_trainjob
 from trainer_operator.podgroups import (
@@ -197,3 +198,22 @@ def test_the_controller_watches_only_installed_pod_group_kinds() -> None:
     both = TrainJobController(pod_groups=BOTH)
     assert {COSCHEDULING_KIND, VOLCANO_KIND} <= set(both._resources)
     assert PRIORITY_CLASS in TrainJobController.read_resources
+
+
+def test_the_pod_group_crds_are_looked_up_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CRD that is not there is left out; one that could not be looked up (None) counts as
+    installed, as the v1 kinds' check does."""
+    import trainer_operator.controller as controller
+
+    answers = {"podgroups.scheduling.x-k8s.io": None, "podgroups.scheduling.volcano.sh": False}
+    asked: list[list[str]] = []
+
+    def crds_installed(settings: object, names: list[str]) -> bool | None:
+        asked.append(names)
+        return answers[names[0]]
+
+    monkeypatch.setattr(controller, "crds_installed", crds_installed)
+    assert controller.installed_pod_groups(Settings()) == {COSCHEDULING_KIND}
+    assert sorted(asked) == [["podgroups.scheduling.volcano.sh"], ["podgroups.scheduling.x-k8s.io"]]
+    answers["podgroups.scheduling.volcano.sh"] = True
+    assert controller.installed_pod_groups(Settings()) == BOTH
