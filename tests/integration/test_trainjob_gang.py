@@ -71,12 +71,23 @@ def _established(crd: Obj | None) -> bool:
     )
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def pod_group_crds(kube: KubeApi) -> None:
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def pod_group_crds(kube: KubeApi) -> AsyncIterator[None]:
+    """Both PodGroup CRDs for this module. Volcano's stays, as the v1 gang tests leave it;
+    scheduler-plugins' is removed afterwards (test_gang_scheduling.py expects it absent)."""
     await install_volcano_crd(kube)
-    with contextlib.suppress(ApiError):  # there from an earlier test
+    created = False
+    try:
         await kube.create(CRDS, PLUGINS_CRD)
+        created = True
+    except ApiError as exc:
+        if not exc.is_already_exists:
+            raise
     assert await wait_for(kube, CRDS, "podgroups.scheduling.x-k8s.io", until=_established)
+    yield
+    if created:
+        await kube.delete(CRDS, "podgroups.scheduling.x-k8s.io")
+        await wait_for(kube, CRDS, "podgroups.scheduling.x-k8s.io", until=lambda o: o is None)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
