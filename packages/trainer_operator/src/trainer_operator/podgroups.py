@@ -96,7 +96,8 @@ _HUGEPAGES = "hugepages-"
 
 def _policy(info: Info, name: str) -> Obj | None:
     """The runtime's ``coscheduling`` or ``volcano`` policy (None: not that one)."""
-    found = (info.pod_group_policy or {}).get(name)
+    policy = info.pod_group_policy if isinstance(info.pod_group_policy, dict) else {}
+    found = policy.get(name)
     return found if isinstance(found, dict) else None
 
 
