@@ -266,6 +266,22 @@ def _expectations(operator: str, *, namespaced: bool, gang: bool) -> list[Access
     ]
 
 
+def _trainjob_expectations(*, namespaced: bool) -> list[Access]:
+    """The TrainJob controller's gang rules (clusterrole-trainer-operator.yaml), the
+    component or not: a runtime's podGroupPolicy chooses, as in v2.3.0."""
+    crd = ("get", "customresourcedefinitions", "apiextensions.k8s.io", "cluster", True)
+    return [
+        Access("create", "podgroups", "scheduling.volcano.sh"),
+        Access("delete", "podgroups", "scheduling.x-k8s.io"),
+        Access("delete", "podgroups", "scheduling.x-k8s.io", "other", not namespaced),
+        Access("update", "podgroups", "scheduling.volcano.sh", allowed=False),
+        Access(*crd, "podgroups.scheduling.volcano.sh"),
+        Access(*crd, "podgroups.scheduling.x-k8s.io"),
+        Access("watch", "priorityclasses", "scheduling.k8s.io", where="cluster"),
+        Access("create", "priorityclasses", "scheduling.k8s.io", where="cluster", allowed=False),
+    ]
+
+
 def _review(user: str, access: Access, *, namespace: str) -> Obj:
     resource, _, subresource = access.resource.partition("/")
     where = {"own": namespace, "other": "default", "cluster": ""}[access.where]
@@ -449,10 +465,14 @@ def test_all_in_one_identity_has_the_union_of_the_operators_rules(
     kubectl("apply", "-f", "-", stdin=manifest)
     try:
         union: dict[Access, bool] = {}
+        namespaced = overlay in NAMESPACED
         for operator in PLURALS:
-            for access in _expectations(operator, namespaced=overlay in NAMESPACED, gang=gang):
+            for access in _expectations(operator, namespaced=namespaced, gang=gang):
                 key = dataclasses.replace(access, allowed=False)
                 union[key] = union.get(key, False) or access.allowed
+        for access in _trainjob_expectations(namespaced=namespaced):
+            key = dataclasses.replace(access, allowed=False)
+            union[key] = union.get(key, False) or access.allowed
         questions = [
             ("training-operator", dataclasses.replace(a, allowed=allowed))
             for a, allowed in union.items()

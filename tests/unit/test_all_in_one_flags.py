@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from jobcontroller.operator import add_job_flags
@@ -91,3 +93,44 @@ def test_trainjob_is_served_by_default_only_where_jobset_is_installed(
                 "clustertrainingruntimes.trainer.kubeflow.org",
             )
         ]
+
+
+def test_the_served_trainjob_controller_watches_the_installed_pod_group_kinds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The PodGroup CRDs are looked up once, before the operator starts, and only when
+    TrainJobs are served; the TrainJob controller owns the kinds found."""
+    import training_operator.__main__ as main
+    from jobcontroller import PlanConfig
+    from trainer_operator.controller import TrainJobController
+    from trainer_operator.podgroups import COSCHEDULING_KIND, VOLCANO_KIND
+
+    looked_up: list[object] = []
+    built: list[Any] = []
+    monkeypatch.setattr(main, "crds_installed", lambda settings, names: True)
+
+    def installed(settings: object) -> frozenset[str]:
+        looked_up.append(settings)
+        return frozenset({VOLCANO_KIND})
+
+    def run(**kwargs: Any) -> int:
+        if kwargs["argv"][0] == "manifests":
+            return 0
+        settings = parse_settings(name=main.NAME, argv=kwargs["argv"], add_flags=main._flags)
+        built.extend(kwargs["controllers"](PlanConfig(), settings))
+        return 0
+
+    monkeypatch.setattr(main, "installed_pod_groups", installed)
+    monkeypatch.setattr(main, "run_job_operators", run)
+    assert main.main(["run"]) == 0
+    [trainjob] = [c for c in built if isinstance(c, TrainJobController)]
+    assert trainjob.pod_groups == {VOLCANO_KIND}
+    assert VOLCANO_KIND in trainjob._resources
+    assert COSCHEDULING_KIND not in trainjob._resources
+    assert len(looked_up) == 1
+    looked_up.clear()
+    built.clear()
+    assert main.main(["run", "--enable-scheme", "tfjob"]) == 0
+    assert looked_up == []
+    assert main.main(["manifests"]) == 0
+    assert looked_up == []

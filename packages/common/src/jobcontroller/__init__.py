@@ -12,6 +12,11 @@ from typing_extensions import override
 
 from jobcontroller.controller import LABEL_JOB_NAME, JobController, Reconciler
 from jobcontroller.controller.hooks import RuntimeHooks, Setup
+from jobcontroller.controller.podgroups import (
+    PLUGINS_POD_GROUPS,
+    PRIORITY_CLASSES,
+    VOLCANO_POD_GROUPS,
+)
 from jobcontroller.controller.watch import Caches
 from jobcontroller.core import (
     GANG_GENERATION_ANNOTATION,
@@ -101,8 +106,17 @@ from jobcontroller.core import (
     terminated_state,
     worker0_decides,
 )
-from jobcontroller.core.podgroup import decorate_template, gang_enabled
-from jobcontroller.core.quantity import parse_quantity
+from jobcontroller.core.podgroup import (
+    MANAGED_POD_GROUP_FIELDS,
+    SCHEDULER_PLUGINS_API_VERSION,
+    SCHEDULER_PLUGINS_POD_GROUP_LABEL,
+    VOLCANO_API_VERSION,
+    VOLCANO_GROUP_ANNOTATION,
+    decorate_template,
+    gang_enabled,
+    pod_group_patch,
+)
+from jobcontroller.core.quantity import ResourceSum, format_quantity, parse_quantity
 from jobcontroller.core.sizing import (
     MAX_CONFIGMAP_BYTES,
     decimal_digits,
@@ -159,12 +173,15 @@ __all__ = [
     "JOB_ROLE_MASTER",
     "LABEL_JOB_NAME",
     "MANAGED_BY_SELF",
+    "MANAGED_POD_GROUP_FIELDS",
     "MAX_CONFIGMAP_BYTES",
     "NOT_TERMINATED_EXIT_CODE",
     "OPERATOR_NAME_LABEL",
+    "PLUGINS_POD_GROUPS",
     "POD",
     "PODS",
     "POD_GROUP",
+    "PRIORITY_CLASSES",
     "REASON_CREATED",
     "REASON_FAILED",
     "REASON_FAILED_VALIDATION",
@@ -177,12 +194,17 @@ __all__ = [
     "REPLICA_TYPE_LABEL",
     "RESTARTED_PODS_ANNOTATION",
     "RESTART_COUNT_ANNOTATION",
+    "SCHEDULER_PLUGINS_API_VERSION",
+    "SCHEDULER_PLUGINS_POD_GROUP_LABEL",
     "SECRETS",
     "SERVICE",
     "SERVICES",
     "SSH_AUTH_SECRET_TYPE",
     "SSH_PRIVATE_KEY",
     "SSH_PUBLIC_KEY",
+    "VOLCANO_API_VERSION",
+    "VOLCANO_GROUP_ANNOTATION",
+    "VOLCANO_POD_GROUPS",
     "WAIT_FOR_MASTER_DNS_SCRIPT",
     "WAIT_FOR_MASTER_SCRIPT",
     "Action",
@@ -208,6 +230,7 @@ __all__ = [
     "Reconciler",
     "ReplicaPods",
     "Resource",
+    "ResourceSum",
     "RuntimeHooks",
     "Settings",
     "Setup",
@@ -225,6 +248,7 @@ __all__ = [
     "decorate_template",
     "exit_code_of",
     "expectation_key",
+    "format_quantity",
     "gang_enabled",
     "gang_generation",
     "generate_ssh_key_pair",
@@ -252,6 +276,7 @@ __all__ = [
     "phase",
     "plan",
     "plan_config",
+    "pod_group_patch",
     "pod_reason",
     "pods_by_rtype",
     "pods_in_range",

@@ -75,7 +75,7 @@ def cluster_role_rules(controllers: Sequence[Reconciler[Any]]) -> list[Obj]:
         {"apiGroups": [group], "resources": plurals, "verbs": ["get", "list", "watch"]}
         for group, plurals in read.items()
     ]
-    required = [name for c in controllers for name in c.required_crds]
+    required = [name for c in controllers for name in (*c.required_crds, *c.optional_crds)]
     if required:
         rules.append(
             {

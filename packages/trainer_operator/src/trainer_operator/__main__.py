@@ -6,15 +6,25 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from jobcontroller import run_job_operator
-from trainer_operator.controller import TrainJobController
+from jobcontroller import add_job_flags, parse_settings, run_job_operator
+from trainer_operator.controller import TrainJobController, installed_pod_groups
+
+NAME = "trainer-operator"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    pod_groups: frozenset[str] = frozenset()
+    if not args or args[0] not in ("crd", "manifests"):
+        pod_groups = installed_pod_groups(
+            parse_settings(name=NAME, argv=args, add_flags=add_job_flags)
+        )
     return run_job_operator(
-        name="trainer-operator",
-        controller=lambda config, settings: TrainJobController(config=config),
-        argv=argv,
+        name=NAME,
+        controller=lambda config, settings: TrainJobController(
+            config=config, pod_groups=pod_groups
+        ),
+        argv=args,
     )
 
 

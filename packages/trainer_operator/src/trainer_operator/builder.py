@@ -177,10 +177,12 @@ def build_jobset(info: Info, trainjob: Obj) -> Obj:
     _fill_containers(info, jobs)
     _initializer(jobs, trainjob)
     _trainer(info, jobs, trainjob)
-    if info.pod_labels:
+    for key, values in (("labels", info.pod_labels), ("annotations", info.pod_annotations)):
+        if not values:
+            continue
         for rjob in jobs:
             pod_template = rjob["template"]["spec"]["template"]
-            pod_template.setdefault("metadata", {}).setdefault("labels", {}).update(info.pod_labels)
+            pod_template.setdefault("metadata", {}).setdefault(key, {}).update(values)
     suspend = (trainjob.get("spec") or {}).get("suspend")
     if suspend is not None:
         spec["suspend"] = bool(suspend)

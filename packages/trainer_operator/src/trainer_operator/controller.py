@@ -2,26 +2,32 @@
 
 A TrainJob runs as one JobSet (``jobset.x-k8s.io/v1alpha2``) of its name, which the JobSet
 controller turns into Jobs and pods: this controller makes no pods itself. It watches its
-TrainJobs; the JobSets, runtime snapshots and MPI hostfiles (ConfigMaps) and MPI SSH keys
-(Secrets) they own; and the runtimes (TrainingRuntime in the TrainJobs' namespaces,
-ClusterTrainingRuntime), all through informers;
+TrainJobs; the JobSets, runtime snapshots and MPI hostfiles (ConfigMaps), MPI SSH keys
+(Secrets) and PodGroups (of each kind whose CRD was installed when it started) they own; and
+the runtimes (TrainingRuntime in the TrainJobs' namespaces, ClusterTrainingRuntime) and
+PriorityClasses (a Volcano gang's pods need theirs), all through informers;
 a reconcile reads the TrainJob's runtime from those caches (:meth:`observed_extra`), never from
 the API, and plans with :func:`trainer_operator.planner.plan_trainjob`.
 
 A runtime that appears or changes wakes the TrainJobs that name it and have no snapshot yet (a
 TrainJob waiting for its runtime); the others plan from their snapshot and are not disturbed.
+A PriorityClass that appears or changes wakes every TrainJob with no snapshot yet (one may be
+waiting for it).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any, ClassVar
 
 from jobcontroller import (
     CONFIGMAPS,
+    PLUGINS_POD_GROUPS,
+    PRIORITY_CLASSES,
     SECRETS,
+    VOLCANO_POD_GROUPS,
     CreateObject,
     Obj,
     Observed,
@@ -29,6 +35,8 @@ from jobcontroller import (
     PlanConfig,
     Reconciler,
     Resource,
+    Settings,
+    crds_installed,
     has_ssh_key_pair,
     override,
     with_ssh_key_pair,
@@ -42,9 +50,23 @@ from trainer_operator.planner import (
     plan_trainjob,
     runtime_kind,
 )
+from trainer_operator.podgroups import (
+    COSCHEDULING_KIND,
+    POD_GROUP_CRDS,
+    POD_GROUP_KINDS,
+    PRIORITY_CLASS,
+    PRIORITY_CLASS_EXISTS,
+    VOLCANO_KIND,
+)
 from trainer_operator.snapshot import SNAPSHOT_SUFFIX
 
-__all__ = ["CLUSTER_TRAINING_RUNTIMES", "JOBSETS", "TRAINING_RUNTIMES", "TrainJobController"]
+__all__ = [
+    "CLUSTER_TRAINING_RUNTIMES",
+    "JOBSETS",
+    "TRAINING_RUNTIMES",
+    "TrainJobController",
+    "installed_pod_groups",
+]
 
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
 TRAINING_RUNTIMES = Resource(TrainJob.GROUP, TrainJob.VERSION, TRAINING_RUNTIME, "trainingruntimes")
@@ -55,6 +77,15 @@ CLUSTER_TRAINING_RUNTIMES = Resource(
     "clustertrainingruntimes",
     namespaced=False,
 )
+
+
+def installed_pod_groups(settings: Settings) -> frozenset[str]:
+    """The PodGroup kinds whose CRD is installed, looked up once before the controller starts
+    (v2.3.0 asks its REST mapper once too). One that could not be looked up counts as
+    installed, as the v1 kinds' ``--gang-scheduler-name`` check does."""
+    return frozenset(
+        kind for kind, crd in POD_GROUP_CRDS.items() if crds_installed(settings, [crd]) is not False
+    )
 
 
 def _finished(trainjob: Obj) -> bool:
@@ -88,28 +119,53 @@ class TrainJobController(Reconciler[TrainJob]):
         "JobSet": JOBSETS,
         "ConfigMap": CONFIGMAPS,
         "Secret": SECRETS,
+        COSCHEDULING_KIND: PLUGINS_POD_GROUPS,
+        VOLCANO_KIND: VOLCANO_POD_GROUPS,
     }
     read_resources: ClassVar[Mapping[str, Resource]] = {
         TRAINING_RUNTIME: TRAINING_RUNTIMES,
         CLUSTER_TRAINING_RUNTIME: CLUSTER_TRAINING_RUNTIMES,
+        PRIORITY_CLASS: PRIORITY_CLASSES,
     }
+    optional_crds = tuple(POD_GROUP_CRDS.values())
+
+    def __init__(self, *, pod_groups: Collection[str] = (), **kwargs: Any) -> None:
+        """``pod_groups``: the PodGroup kinds (:data:`COSCHEDULING_KIND`,
+        :data:`VOLCANO_KIND`) whose CRD is installed (:func:`installed_pod_groups`); only
+        those are watched and created."""
+        self.pod_groups = frozenset(k for k in pod_groups if k in POD_GROUP_CRDS)
+        super().__init__(**kwargs)
+
+    @override
+    def owned_kinds(self) -> Mapping[str, Resource]:
+        return {
+            kind: resource
+            for kind, resource in self.owned_resources.items()
+            if kind not in POD_GROUP_CRDS or kind in self.pod_groups
+        }
 
     @override
     def read_changed(self, kind: str, obj: Obj) -> Iterator[str]:
         """The unfinished TrainJobs naming runtime ``obj`` that have no snapshot yet (the
-        others plan from their snapshot: a runtime's changes are not theirs)."""
+        others plan from their snapshot: a runtime's changes are not theirs); for a
+        PriorityClass, every unfinished TrainJob with no snapshot yet."""
         meta = obj.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         for trainjob in self.watch.jobs():
             tmeta = trainjob["metadata"]
             ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
-            if runtime_kind(ref) != kind or ref.get("name") != name or _finished(trainjob):
+            if _finished(trainjob):
+                continue
+            if kind != PRIORITY_CLASS and (runtime_kind(ref) != kind or ref.get("name") != name):
                 continue
             tns, tname = str(tmeta.get("namespace") or ""), str(tmeta["name"])
             if kind == TRAINING_RUNTIME and tns != namespace:
                 continue
             if self.watch.get("ConfigMap", tns, f"{tname}{SNAPSHOT_SUFFIX}") is None:
                 yield f"{tns}/{tname}"
+
+    def _priority_class_exists(self, name: str) -> bool:
+        return self.watch.get(PRIORITY_CLASS, "", name) is not None
 
     @override
     def observed_extra(self, job: Obj) -> Mapping[str, Any]:
@@ -118,7 +174,11 @@ class TrainJobController(Reconciler[TrainJob]):
         if kind is None:
             return {RUNTIME: None}
         namespace = "" if kind == CLUSTER_TRAINING_RUNTIME else job["metadata"].get("namespace")
-        return {RUNTIME: self.watch.get(kind, str(namespace or ""), str(ref.get("name") or ""))}
+        return {
+            RUNTIME: self.watch.get(kind, str(namespace or ""), str(ref.get("name") or "")),
+            POD_GROUP_KINDS: self.pod_groups,
+            PRIORITY_CLASS_EXISTS: self._priority_class_exists,
+        }
 
     @override
     def materialize(self, action: CreateObject) -> CreateObject:

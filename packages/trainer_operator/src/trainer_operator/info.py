@@ -90,6 +90,8 @@ class Info:
     pod_sets: list[PodSet]
     pod_labels: dict[str, str] = field(default_factory=dict)
     """Labels for every pod template (a pod group policy's)."""
+    pod_annotations: dict[str, str] = field(default_factory=dict)
+    """Annotations for every pod template (a pod group policy's)."""
 
     def pod_set_of_ancestor(self, ancestor: str) -> PodSet | None:
         return next((ps for ps in self.pod_sets if ps.ancestor == ancestor), None)

@@ -40,6 +40,11 @@ from jobcontroller import (
 from trainer_operator.builder import build_jobset
 from trainer_operator.info import RuntimeProblem, new_info
 from trainer_operator.mpi import hostfile_configmap, ssh_auth_secret
+from trainer_operator.podgroups import (
+    enforce_pod_group_policy,
+    pod_group_actions,
+    pod_group_errors,
+)
 from trainer_operator.policies import enforce_ml_policy
 from trainer_operator.snapshot import (
     SnapshotProblem,
@@ -251,12 +256,14 @@ def _objects(raw: Obj, observed: Observed, kind: str) -> _Objects:
         return out
     try:
         info = new_info(raw, runtime.get("spec") or {})
-        errors = trainjob_errors(info, raw)
+        errors = trainjob_errors(info, raw) + pod_group_errors(info, observed)
         if errors:
             raise ResourcesProblem("; ".join(errors))
         enforce_ml_policy(info, raw)
+        enforce_pod_group_policy(info, raw)
         desired = build_jobset(info, raw)
         hostfile = hostfile_configmap(info, raw)
+        out.actions += pod_group_actions(info, raw, observed)
     except RuntimeProblem as exc:
         raise ResourcesProblem(str(exc)) from None
     if hostfile is not None:

@@ -38,7 +38,7 @@ from paddle_operator.controller import PaddleJobController
 from pytorch_operator.__main__ import add_flags as add_pytorch_flags
 from pytorch_operator.__main__ import build_controller as pytorch_controller
 from tf_operator.controller import TFJobController
-from trainer_operator.controller import TrainJobController
+from trainer_operator.controller import TrainJobController, installed_pod_groups
 from xgboost_operator.controller import XGBoostJobController
 
 NAME = "training-operator"
@@ -127,17 +127,29 @@ def _serve_trainjob(argv: list[str]) -> bool:
     return True
 
 
+def _pod_groups(argv: list[str]) -> frozenset[str]:
+    """The PodGroup kinds a served TrainJob controller may own (their CRDs installed)."""
+    if argv and argv[0] in ("crd", "manifests"):
+        return frozenset()
+    settings = parse_settings(name=NAME, argv=argv, add_flags=_flags)
+    return installed_pod_groups(settings) if TRAINJOB in enabled(settings) else frozenset()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     skip = set() if _serve_trainjob(args) else {TRAINJOB}
-    return run_job_operators(
-        name=NAME,
-        controllers=lambda config, settings: [
-            SCHEMES[scheme](config, settings) for scheme in enabled(settings) if scheme not in skip
-        ],
-        argv=args,
-        add_flags=add_flags,
-    )
+    pod_groups = frozenset() if skip else _pod_groups(args)
+
+    def build(config: PlanConfig, settings: Settings) -> list[Reconciler[Any]]:
+        return [
+            TrainJobController(config=config, pod_groups=pod_groups)
+            if scheme == TRAINJOB
+            else SCHEMES[scheme](config, settings)
+            for scheme in enabled(settings)
+            if scheme not in skip
+        ]
+
+    return run_job_operators(name=NAME, controllers=build, argv=args, add_flags=add_flags)
 
 
 if __name__ == "__main__":

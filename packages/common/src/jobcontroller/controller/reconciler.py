@@ -129,6 +129,9 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
     read_resources: ClassVar[Mapping[str, Resource]] = {}
     """Kinds the controller only reads, through informers of its own (Trainer v2's runtimes):
     ``<operator> manifests`` grants get, list and watch on them."""
+    optional_crds: ClassVar[tuple[str, ...]] = ()
+    """CRDs the kind uses only where they are installed (a TrainJob's PodGroups), looked up
+    before it starts: ``<operator> manifests`` grants ``get`` on those names too."""
 
     executor: Executor
     adoption: Adoption
@@ -155,7 +158,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             self.model.GROUP, self.model.VERSION, self.model.KIND, self.model.PLURAL
         )
         base: dict[str, Resource] = {POD: PODS, SERVICE: SERVICES} if self.owns_pods else {}
-        self._resources: dict[str, Resource] = {**base, **self.owned_resources}
+        self._resources: dict[str, Resource] = {**base, **self.owned_kinds()}
         pg = pod_group_resource(self.config.gang_scheduler_name)
         if pg is not None and self.config.pod_group_available and self.owns_pods:
             self._resources[POD_GROUP] = pg
@@ -177,6 +180,12 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             telemetry=self.telemetry,
         )
         self.priority_classes = PriorityClasses()
+
+    def owned_kinds(self) -> Mapping[str, Resource]:
+        """The kinds of :attr:`owned_resources` this controller watches and creates: all of
+        them, unless a kind leaves out those whose CRD is not installed (called once, when the
+        controller is built)."""
+        return self.owned_resources
 
     # -------------------------------------------------------------------------- wiring
 

@@ -7,7 +7,7 @@ coscheduling plugin (``scheduling.x-k8s.io/v1alpha1``). The PodGroup has the job
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobcontroller.api.common import JobModel, ReplicaSpec
@@ -16,6 +16,7 @@ from jobcontroller.core.quantity import ResourceSum
 from jobcontroller.core.types import POD_GROUP, GangFlavor, Obj, PlanConfig
 
 __all__ = [
+    "MANAGED_POD_GROUP_FIELDS",
     "SCHEDULER_PLUGINS_API_VERSION",
     "SCHEDULER_PLUGINS_POD_GROUP_LABEL",
     "VOLCANO",
@@ -169,16 +170,27 @@ def _priority_class(job: JobModel[Any], flavor: GangFlavor) -> str:
     return ""
 
 
-def pod_group_patch(*, desired: Obj, existing: Obj) -> Obj | None:
+#: The PodGroup spec fields the operators set (a TrainJob's Volcano group adds networkTopology).
+MANAGED_POD_GROUP_FIELDS = (
+    "minMember",
+    "queue",
+    "priorityClassName",
+    "minResources",
+    "scheduleTimeoutSeconds",
+)
+
+
+def pod_group_patch(
+    *, desired: Obj, existing: Obj, fields: Sequence[str] = MANAGED_POD_GROUP_FIELDS
+) -> Obj | None:
     """A JSON merge patch turning ``existing``'s spec into ``desired``'s; None if equal.
 
-    Only the fields the operator sets are compared: schedulers and webhooks may add others.
+    Only the ``fields`` the operator sets are compared: schedulers and webhooks may add others.
     """
     want: dict[str, Any] = desired.get("spec") or {}
     have: dict[str, Any] = existing.get("spec") or {}
-    managed = ("minMember", "queue", "priorityClassName", "minResources", "scheduleTimeoutSeconds")
     patch: dict[str, Any] = {}
-    for key in managed:
+    for key in fields:
         if want.get(key) == have.get(key):
             continue
         if key == "minResources" and isinstance(want.get(key), dict):
