@@ -98,7 +98,7 @@ async def test_model_initializer_runs_first_and_the_trainer_uses_its_model(
     )
     [init_pod] = [p for h, p in by_host.items() if "model-initializer" in h]
     [init] = init_pod["spec"]["containers"]
-    assert {e["name"]: e.get("value") for e in init["env"]} == {"STORAGE_URI": URI}
+    assert {e["name"]: e.get("value") for e in init["env"]}["STORAGE_URI"] == URI
     init_out = outputs[init_pod["metadata"]["name"]]
     assert f"MODEL_INITIALIZED uri={URI} path=/workspace/model" in init_out, init_out
     # The trainer started after the step finished (dependsOn: Complete).
