@@ -56,7 +56,9 @@ def _finishing(path: str) -> Obj:
     ("path", "generated_runtime"),
     [
         ("examples/pytorchjob-mnist.yaml", False),
+        ("tests/data/seeds/distributed-pytorch-job.yaml", False),
         ("examples/jaxjob-simple.yaml", True),
+        ("examples/jaxjob-mnist.yaml", True),
         ("examples/xgboostjob-iris.yaml", True),
     ],
 )

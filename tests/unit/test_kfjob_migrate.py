@@ -370,3 +370,14 @@ def test_the_transcripts_in_docs_cli_are_what_kfjob_prints(tmp_path: Path) -> No
     done = _kfjob("migrate", "--check", str(ROOT / "examples/jaxjob-simple.yaml"), tmp=tmp_path)
     shown = done.stdout.split("  jaxjob-simple-worker-1")[0]
     assert shown in docs
+
+
+def test_a_root_mpijob_is_warned_that_v2s_key_mode_refuses_root() -> None:
+    """v2.3.0 mounts the SSH key 0640, which ssh refuses to root (the conformance run of a
+    root image failed so): a migrated root MPIJob says so; a non-root one does not."""
+    doc = _one("examples/real/mpijob-allreduce.yaml")
+    [root] = _warned(migrate(doc).warnings, "spec.mpiReplicaSpecs: runs as root")
+    assert "0640" in root and "non-root user with fsGroup" in root
+    for spec in doc["spec"]["mpiReplicaSpecs"].values():
+        spec["template"]["spec"]["securityContext"] = {"runAsUser": 1000, "fsGroup": 1000}
+    assert not _warned(migrate(doc).warnings, "spec.mpiReplicaSpecs: runs as root")

@@ -219,6 +219,17 @@ def _mpi_template(ctx: Context, rtype: str, *, path: str) -> tuple[Obj, Obj]:
     return split.trainer, split.template
 
 
+def _runs_as_root(template: Obj) -> bool:
+    """Whether a pod template's first container runs as uid 0 (no runAsUser is taken as the
+    image's user, most often root)."""
+    pod = template.get("spec") or {}
+    containers = pod.get("containers") or [{}]
+    user = ((containers[0].get("securityContext") or {}).get("runAsUser")) or (
+        (pod.get("securityContext") or {}).get("runAsUser")
+    )
+    return not user
+
+
 def _migrate_mpi(ctx: Context) -> Migration:
     f = ctx.findings
     spec = ctx.defaulted.get("spec") or {}
@@ -256,6 +267,13 @@ def _migrate_mpi(ctx: Context) -> Migration:
         rjobs.append({"name": NODE, "template": {"spec": {"template": node}}})
     rjobs.append(launcher_rjob)
     num_nodes = workers + (1 if as_worker else 0)
+    if any(_runs_as_root(rjob["template"]["spec"]["template"]) for rjob in rjobs):
+        f.warn(
+            "spec.mpiReplicaSpecs",
+            "runs as root: Trainer v2.3.0's mpi policy mounts the SSH private key with mode "
+            "0640, which ssh refuses for root; run the pods as a non-root user with fsGroup "
+            "and sshd on a port it may bind, as the deepspeed-distributed runtime does",
+        )
     rt_name = f"{ctx.name}-runtime"
     meta: Obj = {"name": rt_name, "labels": {"trainer.kubeflow.org/framework": "mpi"}}
     if ctx.namespace:
