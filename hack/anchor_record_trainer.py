@@ -1,0 +1,534 @@
+"""Record what the real Go Kubeflow Trainer v2.3.0 controller creates for TrainJobs on the runtimes
+it ships.
+
+The recordings (``tests/data/anchor/trainer-v2.3.0/<case>.json``) are the anchor the Python
+TrainJob controller is compared against (tests/integration/test_trainjob_anchor_parity.py).
+Each file holds::
+
+    {"case", "runtime":  the TrainingRuntime/ClusterTrainingRuntime as submitted,
+     "trainjob":         the TrainJob as submitted,
+     "trainjob_stored":  the TrainJob as stored afterwards (normalised; its status is only the
+                         conditions, without timestamps, and jobsStatus),
+     "conditions":       status.conditions (no timestamps),
+     "jobset":           the JobSet the controller made, as stored (normalised),
+     "configmaps", "secrets": the other objects it made (those its TrainJob owns), normalised;
+                         the runtime snapshot's ``runtime`` YAML is stored parsed, without the
+                         runtime's volatile metadata, and Secret values are dropped (the MPI
+                         policy's SSH keys are random),
+     "events":           the TrainJob's events (type, reason, message),
+     "writes":           the controller's writes for the TrainJob, as the API server's audit
+                         log saw them: each kind (verb, resource, name) once, first-seen order,
+                         with the HTTP codes of its answers,
+     "recorder":         how it was made}
+
+"Normalised": metadata.uid, resourceVersion, creationTimestamp, managedFields, generation,
+ownerReferences[].uid and status are dropped, and the admission-time ``runtimePatches[].time``
+becomes ``"<set>"``. The namespace is ``anchor``. Everything else is kept, including what the API
+server's CRD defaults and JobSet's defaulting webhook fill in: both sides of the comparison are
+stored by the same API server build behind the same JobSet v0.12.0 webhooks.
+
+How it runs: a local control plane from the test kit (etcd + kube-apiserver only: no pod is
+ever created or run), Trainer v2.3.0's CRDs from its source tree, JobSet v0.12.0 as the test kit
+runs it (its CRD, identical to the jobset mirror's config/components/crd/bases file, its webhooks
+and its controller, which makes Jobs no controller runs), and the Go binary out of cluster with a
+Configuration file: no leader election, metrics off, health probes and the webhook server on
+free loopback ports, and ``certManagement.enable: false``: its certificate rotator would write a
+Secret in ``kubeflow-system`` and patch the webhook configurations for a Service that does not
+exist here. Instead, as the test kit does for JobSet, the webhook server gets a serving
+certificate for 127.0.0.1 from a throw-away CA in controller-runtime's default certificate
+directory (under ``$TMPDIR``, set to this run's work directory), and upstream's
+manifests/base/webhook configurations, with their kustomize patches' objectSelectors, are
+registered by URL with that CA. So the TrainJob defaulter (``runtimePatches[].time``) and the
+validators are really called; each run checks that the validator denies an invalid TrainJob
+(a dry run). Feature gates are left at their defaults (TrainJobStatus off).
+
+Prerequisites (build about 100 s on 2 cores with a warm module cache)::
+
+    export PATH=$(bash hack/ensure-go.sh | tail -n1):$PATH
+    mkdir -p ~/.cache/jobcontroller/anchor-src/trainer-v2.3.0
+    git -C /work/.mirror/kubeflow+trainer/repo archive v2.3.0 \\
+      | tar -x -C ~/.cache/jobcontroller/anchor-src/trainer-v2.3.0   # no blob missing at v2.3.0
+    cd ~/.cache/jobcontroller/anchor-src/trainer-v2.3.0 && \\
+      nice -n 10 go build -o ~/.cache/jobcontroller/anchors/trainer-controller-manager-v2.3.0 \\
+      ./cmd/trainer-controller-manager
+
+Rerun (about 40 s for all cases)::
+
+    JOBCONTROLLER_K8S_BIN=$(bash hack/build-control-plane.sh | tail -n1) \\
+      .venv/bin/python hack/anchor_record_trainer.py                 # every case
+    .venv/bin/python hack/anchor_record_trainer.py --only torch-custom --keep   # one, keep logs
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from jobcontroller.testing import addon
+from jobcontroller.testing.certs import CertificateAuthority
+from jobcontroller.testing.controlplane import ControlPlane, _die_with_parent
+from jobcontroller.testing.jobset import JobSetController
+from jobcontroller.testing.ports import free_port
+
+VERSION = "v2.3.0"
+CACHE = Path(os.environ.get("JOBCONTROLLER_CACHE", Path.home() / ".cache" / "jobcontroller"))
+SRC = CACHE / "anchor-src" / f"trainer-{VERSION}"
+BINARY = CACHE / "anchors" / f"trainer-controller-manager-{VERSION}"
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests" / "data" / f"trainer-{VERSION}"
+CASES_FILE = "anchor_record_trainer_cases.yaml"
+OUT = REPO / "tests" / "data" / "anchor" / f"trainer-{VERSION}"
+NAMESPACE = "anchor"
+GROUP = "trainer.kubeflow.org"
+API = f"/apis/{GROUP}/v1alpha1"
+USER_AGENT = "trainer-controller-manager"  # the binary's name, as client-go's default agent
+Obj = dict[str, Any]
+
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [
+        {"level": "None", "resources": [{"group": "coordination.k8s.io"}]},
+        {"level": "Metadata", "verbs": ["create", "update", "patch", "delete"]},
+        {"level": "None"},
+    ],
+}
+
+
+# ----------------------------------------------------------------------------------- cases
+
+
+def _docs(path: Path) -> list[Obj]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def _example(file: str, kind: str) -> Obj:
+    return next(d for d in _docs(DATA / "examples" / file) if d["kind"] == kind)
+
+
+def _initializer_volume(runtime: Obj) -> None:
+    """What v2.3.0's webhook asks of a dataset step: a volume ``initializer`` mounted in its
+    container (and, for the data to reach it, the trainer's)."""
+    for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:
+        pod = rjob["template"]["spec"]["template"]["spec"]
+        pod["volumes"] = [{"name": "initializer", "emptyDir": {}}]
+        for c in pod["containers"]:
+            c["volumeMounts"] = [{"name": "initializer", "mountPath": "/workspace"}]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One entry of anchor_record_trainer_cases.yaml."""
+
+    spec: Obj
+
+    @property
+    def name(self) -> str:
+        return str(self.spec["name"])
+
+    def load(self) -> tuple[Obj, Obj]:
+        rt = self.spec["runtime"]
+        if "file" in rt:
+            [runtime] = _docs(DATA / "runtimes" / rt["file"])
+        else:
+            runtime = _example(rt["example"], "TrainingRuntime")
+            runtime["metadata"]["name"] = rt.get("name", runtime["metadata"]["name"])
+            if rt.get("initializer_volume"):
+                _initializer_volume(runtime)
+        if "trainer" in self.spec:
+            job = {
+                "apiVersion": f"{GROUP}/v1alpha1",
+                "kind": "TrainJob",
+                "metadata": {"name": self.name},
+                "spec": {
+                    "runtimeRef": {"name": runtime["metadata"]["name"]},
+                    "trainer": copy.deepcopy(self.spec["trainer"]),
+                },
+            }
+        else:
+            tj = self.spec["trainjob"]
+            job = _example(tj["example"], "TrainJob")
+            job["metadata"]["name"] = tj.get("name", job["metadata"]["name"])
+            job["spec"].update(copy.deepcopy(tj.get("spec") or {}))
+        if runtime["kind"] == "TrainingRuntime":
+            runtime["metadata"]["namespace"] = NAMESPACE
+        job["metadata"]["namespace"] = NAMESPACE
+        return runtime, job
+
+
+CASES = [Case(c) for c in yaml.safe_load(Path(__file__).with_name(CASES_FILE).read_text())]
+
+
+# ----------------------------------------------------------------------------- normalising
+
+_VOLATILE = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation")
+
+
+def normalise(obj: Obj) -> Obj:
+    obj = copy.deepcopy(obj)
+    meta = obj.get("metadata", {})
+    for key in (*_VOLATILE, "selfLink"):
+        meta.pop(key, None)
+    for ref in meta.get("ownerReferences", []):
+        ref.pop("uid", None)
+    obj.pop("status", None)
+    for patch in (obj.get("spec") or {}).get("runtimePatches") or []:
+        if "time" in patch:
+            patch["time"] = "<set>"
+    return obj
+
+
+def conditions(obj: Obj) -> list[Obj]:
+    return [
+        {k: v for k, v in c.items() if k != "lastTransitionTime"}
+        for c in (obj.get("status") or {}).get("conditions") or []
+    ]
+
+
+def trainjob_stored(obj: Obj) -> Obj:
+    out = normalise(obj)
+    out["status"] = {"conditions": conditions(obj)}
+    if (obj.get("status") or {}).get("jobsStatus"):
+        out["status"]["jobsStatus"] = obj["status"]["jobsStatus"]
+    return out
+
+
+def other_object(obj: Obj, kind: str) -> Obj:
+    out = {"apiVersion": "v1", "kind": kind, **normalise(obj)}
+    if kind == "Secret":
+        out["data"] = dict.fromkeys(out.get("data") or {}, "<dropped>")
+    elif "runtime" in (out.get("data") or {}):
+        out["data"]["runtime"] = normalise(yaml.safe_load(out["data"]["runtime"]))
+    return out
+
+
+# ------------------------------------------------------------------------------ the binary
+
+
+class Trainer(addon.AddonProcess):
+    """trainer-controller-manager v2.3.0 out of cluster, its webhooks registered by URL."""
+
+    def __init__(self, cp: ControlPlane, workdir: Path) -> None:
+        self.cp, self.workdir = cp, workdir
+        self.popen: subprocess.Popen[bytes] | None = None
+        self._webhooks: list[addon.Registered] = []
+        self.port, self.health = free_port(), free_port()
+        self.ready_seconds = 0.0
+        self.webhook_denial = ""
+
+    @property
+    def log(self) -> Path:
+        return self.cp.logs / "trainer-controller-manager.log"
+
+    def start(self) -> None:
+        ca = CertificateAuthority("anchor-trainer-webhook-ca")
+        tmp = self.workdir / "tmp"
+        certs = tmp / "k8s-webhook-server" / "serving-certs"  # controller-runtime's default
+        certs.mkdir(parents=True)
+        ca.serving().write(certs, "tls")
+        config = self.workdir / "trainer-config.yaml"
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "config.trainer.kubeflow.org/v1alpha1",
+                    "kind": "Configuration",
+                    "webhook": {"port": self.port, "host": "127.0.0.1"},
+                    "metrics": {"bindAddress": "0", "secureServing": False},
+                    "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health}"},
+                    "leaderElection": {"leaderElect": False},
+                    "certManagement": {"enable": False},
+                }
+            )
+        )
+        env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        env["TMPDIR"] = str(tmp)
+        argv = [str(BINARY), f"--config={config}", f"--kubeconfig={self.cp.kubeconfig}"]
+        started = time.monotonic()
+        with self.log.open("ab") as out:
+            self.popen = subprocess.Popen(
+                [*argv, "--zap-log-level=info"],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                preexec_fn=_die_with_parent,
+            )
+        try:
+            self._webhooks = addon.register_webhooks(
+                self.cp,
+                SRC / "manifests/base/webhook/manifests.yaml",
+                port=self.port,
+                ca_bundle=ca.pair.cert,
+                prefix="anchor",
+                adjust=_upstream_selectors,
+            )
+            addon.wait_healthy(
+                f"http://127.0.0.1:{self.health}/readyz",
+                what="trainer",
+                alive=self.alive,
+                log_tail=self.log_tail,
+            )
+            self.webhook_denial = self._check_validator()
+        except BaseException:
+            self.stop()
+            raise
+        self.ready_seconds = time.monotonic() - started
+
+    def _check_validator(self) -> str:
+        """A dry-run TrainJob naming a runtime that does not exist: the validator denies it
+        (retried while the server warms up)."""
+        body = {
+            "apiVersion": f"{GROUP}/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "webhook-probe"},
+            "spec": {"runtimeRef": {"name": "no-such-runtime"}},
+        }
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.cp.request("POST", f"{API}/namespaces/default/trainjobs?dryRun=All", body)
+            except urllib.error.HTTPError as exc:
+                message = str(json.loads(exc.read()).get("message", ""))
+                if "denied the request" in message:
+                    return message
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"trainer webhook not reached: {message}") from None
+            else:
+                raise RuntimeError("the validator admitted a TrainJob on a missing runtime")
+            time.sleep(0.5)
+
+
+def _upstream_selectors(hook: Obj) -> Obj:
+    """manifests/base/webhook/patch_validating.yaml: the runtimes' validators skip objects
+    labelled ``trainer.kubeflow.org/webhook-validation: disabled``."""
+    if hook["name"].startswith(("validator.clustertrainingruntime", "validator.trainingruntime")):
+        hook["objectSelector"] = {
+            "matchExpressions": [
+                {
+                    "key": f"{GROUP}/webhook-validation",
+                    "operator": "NotIn",
+                    "values": ["disabled"],
+                }
+            ]
+        }
+    return hook
+
+
+# ----------------------------------------------------------------------------------- a case
+
+
+class Recorder:
+    def __init__(self, cp: ControlPlane, audit_log: Path) -> None:
+        self.cp, self.audit_log = cp, audit_log
+
+    def api(self, method: str, path: str, body: Obj | None = None) -> Any:
+        try:
+            return self.cp.request(method, path, body)
+        except urllib.error.HTTPError as e:
+            raise RuntimeError(f"{method} {path}: {e.code} {e.read().decode()}") from None
+
+    def create_runtime(self, runtime: Obj) -> None:
+        if runtime["kind"] == "ClusterTrainingRuntime":
+            path = f"{API}/clustertrainingruntimes"
+        else:
+            path = f"{API}/namespaces/{NAMESPACE}/trainingruntimes"
+        try:
+            self.cp.request("POST", path, runtime)
+        except urllib.error.HTTPError as e:
+            if e.code != 409:
+                raise RuntimeError(f"runtime: {e.code} {e.read().decode()}") from None
+
+    def owned(self, plural: str, name: str) -> list[Obj]:
+        items = self.api("GET", f"/api/v1/namespaces/{NAMESPACE}/{plural}")["items"]
+        return sorted(
+            (
+                o
+                for o in items
+                if any(
+                    r["kind"] == "TrainJob" and r["name"] == name
+                    for r in o["metadata"].get("ownerReferences", [])
+                )
+            ),
+            key=lambda o: str(o["metadata"]["name"]),
+        )
+
+    def events(self, name: str) -> list[Obj]:
+        items = self.api("GET", f"/api/v1/namespaces/{NAMESPACE}/events")["items"]
+        return [
+            {"type": e["type"], "reason": e["reason"], "message": e["message"]}
+            for e in sorted(items, key=lambda e: str(e["metadata"]["creationTimestamp"]))
+            if e["involvedObject"].get("kind") == "TrainJob" and e["involvedObject"]["name"] == name
+        ]
+
+    def record(self, case: Case, trainer: Trainer) -> Obj:
+        runtime, job = case.load()
+        name = job["metadata"]["name"]
+        self.create_runtime(runtime)
+        head = {
+            "case": case.name,
+            "about": case.spec.get("about", ""),
+            "runtime": runtime,
+            "trainjob": job,
+        }
+        recorder = {
+            "controller": f"Kubeflow Trainer {VERSION} cmd/trainer-controller-manager, "
+            "built from source",
+            "jobset": "v0.12.0 (CRD, webhooks and controller)",
+            "script": "hack/anchor_record_trainer.py",
+            "webhook_denied_invalid_trainjob": trainer.webhook_denial,
+        }
+        try:
+            self.cp.request("POST", f"{API}/namespaces/{NAMESPACE}/trainjobs", job)
+        except urllib.error.HTTPError as e:  # upstream's own webhooks refuse it
+            denied = json.loads(e.read()).get("message")
+            return {**head, "denied": denied, "jobset": None, "recorder": recorder}
+        jobset_path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets/{name}"
+        # Until the JobSet (or a Warning) is there, then until nothing changes for 3 s.
+        deadline, quiet_since, last = time.monotonic() + 60, 0.0, ""
+        while True:
+            stored = self.api("GET", f"{API}/namespaces/{NAMESPACE}/trainjobs/{name}")
+            try:
+                jobset: Obj | None = self.cp.request("GET", jobset_path)
+            except urllib.error.HTTPError:
+                jobset = None
+            made = {
+                "configmaps": [
+                    other_object(o, "ConfigMap") for o in self.owned("configmaps", name)
+                ],
+                "secrets": [other_object(o, "Secret") for o in self.owned("secrets", name)],
+            }
+            events = self.events(name)
+            snapshot = json.dumps(
+                [
+                    trainjob_stored(stored),
+                    normalise(jobset or {}),
+                    made,
+                    events,
+                ],
+                sort_keys=True,
+            )
+            if jobset is not None or any(e["type"] == "Warning" for e in events):
+                if snapshot != last:
+                    quiet_since, last = time.monotonic(), snapshot
+                elif time.monotonic() - quiet_since >= 3:
+                    break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{name}: no JobSet nor event:\n{trainer.log_tail()}")
+            time.sleep(0.5)
+        return {
+            **head,
+            "denied": None,
+            "trainjob_stored": trainjob_stored(stored),
+            "conditions": conditions(stored),
+            "jobset": normalise(jobset) if jobset else None,
+            "configmaps": made["configmaps"],
+            "secrets": made["secrets"],
+            "events": events,
+            "writes": self.writes(name),
+            "recorder": recorder,
+        }
+
+    def writes(self, name: str) -> list[Obj]:
+        """The controller's kinds of write (verb, resource, name) for objects named after the
+        TrainJob, in first-seen order, with the answers' codes; how many times each was made
+        depends on how many reconciles the JobSet's status changes caused, so it is not kept."""
+        out: dict[tuple[str, str, str], set[int]] = {}
+        for line in self.audit_log.read_text().splitlines():
+            event = json.loads(line)
+            ref = event.get("objectRef") or {}
+            if (
+                event.get("stage") != "ResponseComplete"
+                or not str(event.get("userAgent", "")).startswith(USER_AGENT)
+                or ref.get("namespace") != NAMESPACE
+                or not str(ref.get("name", "")).startswith(name)
+            ):
+                continue
+            resource = ref.get("resource", "")
+            if ref.get("subresource"):
+                resource += "/" + ref["subresource"]
+            if resource == "events":
+                continue  # named <trainjob>.<random>; listed under "events"
+            key = (event["verb"], resource, ref.get("name", ""))
+            out.setdefault(key, set()).add((event.get("responseStatus") or {}).get("code", 0))
+        return [
+            {"verb": v, "resource": r, "name": n, "codes": sorted(codes)}
+            for (v, r, n), codes in out.items()
+        ]
+
+
+# ---------------------------------------------------------------------------------- main
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--only", action="append", default=[], help="a case name; repeatable")
+    parser.add_argument("--out", type=Path, default=OUT)
+    parser.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
+    args = parser.parse_args()
+    for needed in (BINARY, SRC / "manifests/base/crds"):
+        if not needed.exists():
+            sys.exit(f"missing {needed}: see this script's docstring")
+    cases = [c for c in CASES if not args.only or c.name in args.only]
+
+    workdir = Path(tempfile.mkdtemp(prefix="anchor-trainer-"))
+    policy = workdir / "audit-policy.yaml"
+    policy.write_text(yaml.safe_dump(AUDIT_POLICY))
+    audit = workdir / "audit.log"
+    cp = ControlPlane(
+        workdir=workdir / "cluster",
+        extra_apiserver_args=[
+            f"--audit-policy-file={policy}",
+            f"--audit-log-path={audit}",
+            "--audit-log-format=json",
+            "--audit-log-mode=blocking",
+        ],
+    )
+    args.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    try:
+        cp.start()
+        addon.install_crds(cp, sorted((SRC / "manifests/base/crds").glob(f"{GROUP}_*.yaml")))
+        cp.request("POST", "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
+        with JobSetController(cp), Trainer(cp, workdir) as trainer:
+            print(f"cluster, JobSet and trainer ready in {time.monotonic() - t0:.1f}s")
+            rec = Recorder(cp, audit)
+            for case in cases:
+                result = rec.record(case, trainer)
+                path = args.out / f"{case.name}.json"
+                path.write_text(json.dumps(result, indent=2, sort_keys=True) + "\n")
+                shown = path.relative_to(REPO) if path.is_relative_to(REPO) else path
+                if result["denied"]:
+                    print(f"{shown}: denied: {result['denied']}")
+                    continue
+                print(
+                    f"{shown}: jobset={'yes' if result['jobset'] else 'no'}, "
+                    f"{len(result['configmaps'])} configmaps, {len(result['secrets'])} secrets, "
+                    f"{len(result['writes'])} writes, "
+                    f"events {[e['reason'] for e in result['events']]}"
+                )
+    finally:
+        cp.stop()
+        print(f"total {time.monotonic() - t0:.1f}s", file=sys.stderr)
+        if args.keep:
+            print(f"kept {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
