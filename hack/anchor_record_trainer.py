@@ -6,7 +6,9 @@ TrainJob controller is compared against (tests/integration/test_trainjob_anchor_
 Each file holds::
 
     {"case", "runtime":  the TrainingRuntime/ClusterTrainingRuntime as submitted,
-     "trainjob":         the TrainJob as submitted,
+     "trainjob":         the TrainJob as submitted (and a case's ``then``: merge patches
+                         applied one by one, each once the last state settled; the rest of
+                         the recording is the state after the last),
      "trainjob_stored":  the TrainJob as stored afterwards (normalised; its status is only the
                          conditions, without timestamps, and jobsStatus),
      "conditions":       status.conditions (no timestamps),
@@ -15,7 +17,7 @@ Each file holds::
                          the runtime snapshot's ``runtime`` YAML is stored parsed, without the
                          runtime's volatile metadata, and Secret values are dropped (the MPI
                          policy's SSH keys are random),
-     "events":           the TrainJob's events (type, reason, message),
+     "events":           the TrainJob's events (type, reason, message), each once,
      "writes":           the controller's writes for the TrainJob, as the API server's audit
                          log saw them: each kind (verb, resource, name) once, first-seen order,
                          with the HTTP codes of its answers,
@@ -71,6 +73,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -144,6 +147,8 @@ class Case:
         rt = self.spec["runtime"]
         if "file" in rt:
             [runtime] = _docs(DATA / "runtimes" / rt["file"])
+        elif "inline" in rt:
+            runtime = copy.deepcopy(rt["inline"])
         else:
             runtime = _example(rt["example"], "TrainingRuntime")
             runtime["metadata"]["name"] = rt.get("name", runtime["metadata"]["name"])
@@ -161,7 +166,16 @@ class Case:
             }
         else:
             tj = self.spec["trainjob"]
-            job = _example(tj["example"], "TrainJob")
+            job = (
+                _example(tj["example"], "TrainJob")
+                if "example" in tj
+                else {
+                    "apiVersion": f"{GROUP}/v1alpha1",
+                    "kind": "TrainJob",
+                    "metadata": {"name": self.name},
+                    "spec": {},
+                }
+            )
             job["metadata"]["name"] = tj.get("name", job["metadata"]["name"])
             job["spec"].update(copy.deepcopy(tj.get("spec") or {}))
         if runtime["kind"] == "TrainingRuntime":
@@ -368,11 +382,13 @@ class Recorder:
 
     def events(self, name: str) -> list[Obj]:
         items = self.api("GET", f"/api/v1/namespaces/{NAMESPACE}/events")["items"]
-        return [
-            {"type": e["type"], "reason": e["reason"], "message": e["message"]}
-            for e in sorted(items, key=lambda e: str(e["metadata"]["creationTimestamp"]))
-            if e["involvedObject"].get("kind") == "TrainJob" and e["involvedObject"]["name"] == name
-        ]
+        out: list[Obj] = []  # each once: how often a retried error repeats is timing
+        for e in sorted(items, key=lambda e: str(e["metadata"]["creationTimestamp"])):
+            involved = e["involvedObject"]
+            seen = {"type": e["type"], "reason": e["reason"], "message": e["message"]}
+            if involved.get("kind") == "TrainJob" and involved["name"] == name and seen not in out:
+                out.append(seen)
+        return out
 
     def record(self, case: Case, trainer: Trainer) -> Obj:
         runtime, job = case.load()
@@ -383,6 +399,7 @@ class Recorder:
             "about": case.spec.get("about", ""),
             "runtime": runtime,
             "trainjob": job,
+            "then": case.spec.get("then") or [],
         }
         recorder = {
             "controller": f"Kubeflow Trainer {VERSION} cmd/trainer-controller-manager, "
@@ -396,8 +413,25 @@ class Recorder:
         except urllib.error.HTTPError as e:  # upstream's own webhooks refuse it
             denied = json.loads(e.read()).get("message")
             return {**head, "denied": denied, "jobset": None, "recorder": recorder}
+        state = self.settle(name, trainer)
+        for patch in case.spec.get("then") or ():  # later changes, each once the last settled
+            self.merge_patch(f"{API}/namespaces/{NAMESPACE}/trainjobs/{name}", patch)
+            state = self.settle(name, trainer, after=state)
+        return {**head, "denied": None, **state, "writes": self.writes(name), "recorder": recorder}
+
+    def merge_patch(self, path: str, body: Obj) -> None:
+        req = urllib.request.Request(
+            self.cp.server + path, data=json.dumps(body).encode(), method="PATCH"
+        )
+        req.add_header("Content-Type", "application/merge-patch+json")
+        # The test kit's admin TLS context (its request() sends JSON only).
+        with urllib.request.urlopen(req, timeout=30, context=self.cp._ssl()) as resp:
+            resp.read()
+
+    def settle(self, name: str, trainer: Trainer, after: Obj | None = None) -> Obj:
+        """The case's state once the JobSet (or a Warning) is there, differs from ``after``
+        and nothing changed for 3 s."""
         jobset_path = f"/apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets/{name}"
-        # Until the JobSet (or a Warning) is there, then until nothing changes for 3 s.
         deadline, quiet_since, last = time.monotonic() + 60, 0.0, ""
         while True:
             stored = self.api("GET", f"{API}/namespaces/{NAMESPACE}/trainjobs/{name}")
@@ -405,42 +439,26 @@ class Recorder:
                 jobset: Obj | None = self.cp.request("GET", jobset_path)
             except urllib.error.HTTPError:
                 jobset = None
-            made = {
+            state = {
+                "trainjob_stored": trainjob_stored(stored),
+                "conditions": conditions(stored),
+                "jobset": normalise(jobset) if jobset else None,
                 "configmaps": [
                     other_object(o, "ConfigMap") for o in self.owned("configmaps", name)
                 ],
                 "secrets": [other_object(o, "Secret") for o in self.owned("secrets", name)],
+                "events": self.events(name),
             }
-            events = self.events(name)
-            snapshot = json.dumps(
-                [
-                    trainjob_stored(stored),
-                    normalise(jobset or {}),
-                    made,
-                    events,
-                ],
-                sort_keys=True,
-            )
-            if jobset is not None or any(e["type"] == "Warning" for e in events):
+            snapshot = json.dumps(state, sort_keys=True)
+            ready = jobset is not None or any(e["type"] == "Warning" for e in state["events"])
+            if ready and (after is None or state != after):
                 if snapshot != last:
                     quiet_since, last = time.monotonic(), snapshot
                 elif time.monotonic() - quiet_since >= 3:
-                    break
+                    return state
             if time.monotonic() > deadline:
-                raise RuntimeError(f"{name}: no JobSet nor event:\n{trainer.log_tail()}")
+                raise RuntimeError(f"{name}: did not settle:\n{trainer.log_tail()}")
             time.sleep(0.5)
-        return {
-            **head,
-            "denied": None,
-            "trainjob_stored": trainjob_stored(stored),
-            "conditions": conditions(stored),
-            "jobset": normalise(jobset) if jobset else None,
-            "configmaps": made["configmaps"],
-            "secrets": made["secrets"],
-            "events": events,
-            "writes": self.writes(name),
-            "recorder": recorder,
-        }
 
     def writes(self, name: str) -> list[Obj]:
         """The controller's kinds of write (verb, resource, name) for objects named after the
