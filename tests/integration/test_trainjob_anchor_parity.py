@@ -76,7 +76,7 @@ DOCUMENTED: tuple[Documented, ...] = (
         rf"{_SNAPSHOT_TEMPLATE}(\.spec\.replicatedJobs\[\d+\]\.template\.spec\.template)?"
         r"\.metadata"
         rf"|{_SNAPSHOT_TEMPLATE}\.spec\.replicatedJobs\[\d+\]\.template\.spec\.template"
-        r"\.spec\.containers\[\d+\]\.resources",
+        r"\.spec\.(initContainers|containers)\[\d+\]\.resources",
         (),
         "the snapshot's YAML: Go writes its empty structs (a template's metadata, a "
         "container's resources) as {}, ours leaves them out; both read back as the same runtime",
@@ -201,7 +201,7 @@ def _recorded(recording: Obj, namespace: str) -> Obj:
     """The recording's compared objects (normalised when recorded), in the test's namespace."""
     stored = copy.deepcopy(recording["trainjob_stored"])
     stored["status"].pop("jobsStatus", None)
-    return _renamespaced(
+    out: Obj = _renamespaced(
         {
             "jobset": recording["jobset"],
             "configmaps": recording.get("configmaps") or [],
@@ -211,6 +211,7 @@ def _recorded(recording: Obj, namespace: str) -> Obj:
         },
         namespace,
     )
+    return out
 
 
 async def _runtime(kube: KubeApi, runtime: Obj, namespace: str) -> None:
@@ -237,7 +238,7 @@ async def _ours(
 ) -> Obj:
     """Our objects once the JobSet is there (or a Warning event), they differ from ``after``
     and nothing changed for 3 s."""
-    deadline, quiet_since, last, state = time.monotonic() + 60, 0.0, "", {}
+    deadline, quiet_since, last = time.monotonic() + 60, 0.0, ""
     while True:
         tj = await kube.get(TRAINJOBS, name, namespace=namespace)
         try:
@@ -262,7 +263,7 @@ async def _ours(
             seen = {"type": e["type"], "reason": e["reason"], "message": e["message"]}
             if seen not in events:
                 events.append(seen)
-        state = {
+        state: Obj = {
             "jobset": normalise(jobset, namespace),
             **owned,
             "trainjob": trainjob_stored(tj, namespace),
