@@ -367,3 +367,59 @@ async def test_same_objects_as_trainer_v2_3_0(
     assert not undocumented, "\n".join(undocumented)
     stale = [d.path for d in DOCUMENTED if _applies(d, case) and not d.order_only and d not in seen]
     assert not stale, f"documented differences not seen in {case}: {stale}"
+
+
+async def test_takes_over_a_trainjob_the_go_controller_started(
+    kube: KubeApi,
+    kubeconfig: str,
+    kubeflow_crds: list[str],
+    jobset: JobSetController,
+    namespace: str,
+) -> None:
+    """A cluster moving from the Go controller to ours: a suspended TrainJob that v2.3.0
+    started (its JobSet and runtime snapshot as recorded, without our label) is adopted, not
+    rebuilt: our controller labels the two objects (an ``Adopted<Kind>`` event each), reports
+    no error, gives it v2.3.0's Suspended condition, and plans from v2.3.0's snapshot, not from
+    the runtime as it is now (a pod label added since would reach the suspended JobSet)."""
+    rec = json.loads((ANCHOR / "torch-runtime-resources.json").read_text())
+    runtime = copy.deepcopy(rec["runtime"])
+    [rjob] = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    rjob["template"]["spec"]["template"]["metadata"] = {"labels": {"added": "since"}}
+    await _runtime(kube, runtime, namespace)
+    job = copy.deepcopy(rec["trainjob"])
+    job["metadata"]["namespace"] = namespace
+    job["spec"]["suspend"] = True
+    name = job["metadata"]["name"]
+    created = await kube.create(TRAINJOBS, job, namespace=namespace)
+    expected = _recorded(rec, namespace)
+    owner = {**expected["jobset"]["metadata"]["ownerReferences"][0]}
+    owner["uid"] = created["metadata"]["uid"]
+    go_jobset = copy.deepcopy(expected["jobset"])
+    go_jobset["metadata"]["ownerReferences"] = [owner]
+    go_jobset["spec"]["suspend"] = True  # as v2.3.0 makes it for a suspended TrainJob
+    await kube.create(JOBSETS, go_jobset, namespace=namespace)
+    [go_snapshot] = copy.deepcopy(expected["configmaps"])
+    go_snapshot["metadata"]["ownerReferences"] = [owner]
+    go_snapshot["data"]["runtime"] = yaml.safe_dump(go_snapshot["data"]["runtime"])
+    await kube.create(CONFIGMAPS, go_snapshot, namespace=namespace)
+    kinds = {"configmaps": (CONFIGMAPS, "ConfigMap"), "secrets": (SECRETS, "Secret")}
+
+    async with running(kubeconfig, TrainJobController(), namespace=namespace):
+        ours = await _ours(kube, name, namespace, kinds)
+        await asyncio.sleep(3)  # a plan that would rebuild or fail has had its time
+        ours = await _ours(kube, name, namespace, kinds)
+
+    assert sorted((e["type"], e["reason"]) for e in ours["events"]) == [
+        ("Normal", "AdoptedConfigMap"),
+        ("Normal", "AdoptedJobSet"),
+    ]
+    label = {"training.kubeflow.org/job-name": name}
+    assert ours["jobset"] == {
+        **go_jobset,
+        "metadata": {**expected["jobset"]["metadata"], "labels": label},
+    }
+    [snapshot] = ours["configmaps"]
+    assert snapshot["metadata"]["labels"] == label
+    assert snapshot["data"] == expected["configmaps"][0]["data"]
+    suspended = json.loads((ANCHOR / "suspended.json").read_text())["conditions"]
+    assert ours["trainjob"]["status"]["conditions"] == suspended
