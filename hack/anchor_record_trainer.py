@@ -126,6 +126,15 @@ def _example(file: str, kind: str) -> Obj:
     return next(d for d in _docs(DATA / "examples" / file) if d["kind"] == kind)
 
 
+def _trainjob(name: str, spec: Obj) -> Obj:
+    return {
+        "apiVersion": f"{GROUP}/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
 def _initializer_volume(runtime: Obj) -> None:
     """What v2.3.0's webhook asks of a dataset step: a volume ``initializer`` mounted in its
     container (and, for the data to reach it, the trainer's)."""
@@ -157,28 +166,15 @@ class Case:
             runtime["metadata"]["name"] = rt.get("name", runtime["metadata"]["name"])
             if rt.get("initializer_volume"):
                 _initializer_volume(runtime)
-        job: Obj
         if "trainer" in self.spec:
-            job = {
-                "apiVersion": f"{GROUP}/v1alpha1",
-                "kind": "TrainJob",
-                "metadata": {"name": self.name},
-                "spec": {
-                    "runtimeRef": {"name": runtime["metadata"]["name"]},
-                    "trainer": copy.deepcopy(self.spec["trainer"]),
-                },
-            }
+            ref = {"name": runtime["metadata"]["name"]}
+            job = _trainjob(
+                self.name, {"runtimeRef": ref, "trainer": copy.deepcopy(self.spec["trainer"])}
+            )
         else:
             tj = self.spec["trainjob"]
             job = (
-                _example(tj["example"], "TrainJob")
-                if "example" in tj
-                else {
-                    "apiVersion": f"{GROUP}/v1alpha1",
-                    "kind": "TrainJob",
-                    "metadata": {"name": self.name},
-                    "spec": {},
-                }
+                _example(tj["example"], "TrainJob") if "example" in tj else _trainjob(self.name, {})
             )
             job["metadata"]["name"] = tj.get("name", job["metadata"]["name"])
             job["spec"].update(copy.deepcopy(tj.get("spec") or {}))
@@ -245,7 +241,6 @@ class Trainer(addon.AddonProcess):
         self.popen: subprocess.Popen[bytes] | None = None
         self._webhooks: list[addon.Registered] = []
         self.port, self.health = free_port(), free_port()
-        self.ready_seconds = 0.0
         self.webhook_denial = ""
 
     @property
@@ -277,7 +272,6 @@ class Trainer(addon.AddonProcess):
         env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
         env["TMPDIR"] = str(tmp)
         argv = [str(BINARY), f"--config={config}", f"--kubeconfig={self.cp.kubeconfig}"]
-        started = time.monotonic()
         with self.log.open("ab") as out:
             self.popen = subprocess.Popen(
                 [*argv, "--zap-log-level=info"],
@@ -306,17 +300,11 @@ class Trainer(addon.AddonProcess):
         except BaseException:
             self.stop()
             raise
-        self.ready_seconds = time.monotonic() - started
 
     def _check_validator(self) -> str:
         """A dry-run TrainJob naming a runtime that does not exist: the validator denies it
         (retried while the server warms up)."""
-        body = {
-            "apiVersion": f"{GROUP}/v1alpha1",
-            "kind": "TrainJob",
-            "metadata": {"name": "webhook-probe"},
-            "spec": {"runtimeRef": {"name": "no-such-runtime"}},
-        }
+        body = _trainjob("webhook-probe", {"runtimeRef": {"name": "no-such-runtime"}})
         deadline = time.monotonic() + 60
         while True:
             try:
