@@ -42,7 +42,6 @@ from trainer_operator.controller import TrainJobController
 ANCHOR = Path(__file__).parents[1] / "data" / "anchor" / "trainer-v2.3.0"
 RECORDINGS = sorted(ANCHOR.glob("*.json"))
 RECORDED_NAMESPACE = "anchor"
-MPI_REFUSAL = "the mpi ML policy is not supported"
 
 Obj = dict[str, Any]
 
@@ -60,26 +59,29 @@ class Documented:
 
 
 _POD = r"jobset\.spec\.replicatedJobs\[\d+\]\.template\.spec\.template"
-_SNAPSHOT_TEMPLATE = r"configmaps\[0\]\.data\.runtime\.spec\.template"
+_SNAPSHOT_TEMPLATE = r"configmaps\[\d+\]\.data\.runtime\.spec\.template"
 _EVICTED = ("kueue-evict",)
 
 # ONE table: every deliberate difference, each also in docs/trainjob.md ("Parity with the Go
 # trainer v2.3.0").
 DOCUMENTED: tuple[Documented, ...] = (
     Documented(
-        r"(jobset|configmaps\[0\])\.metadata\.labels\.training\.kubeflow\.org/job-name",
+        r"(jobset|configmaps\[\d+\]|secrets\[0\])\.metadata\.labels"
+        r"\.training\.kubeflow\.org/job-name",
         (),
-        "the JobSet and the snapshot carry training.kubeflow.org/job-name: the operator's "
-        "informers select on it, so they cache only its own JobSets and ConfigMaps",
+        "the JobSet, the snapshot and the MPI policy's hostfile ConfigMap and SSH Secret carry "
+        "training.kubeflow.org/job-name: the operator's informers select on it, so they cache "
+        "only its own JobSets, ConfigMaps and Secrets",
     ),
     Documented(
-        rf"{_SNAPSHOT_TEMPLATE}(\.spec\.replicatedJobs\[\d+\]\.template\.spec\.template)?"
+        rf"{_SNAPSHOT_TEMPLATE}(\.spec\.replicatedJobs\[\d+\]\.template(\.spec\.template)?)?"
         r"\.metadata"
         rf"|{_SNAPSHOT_TEMPLATE}\.spec\.replicatedJobs\[\d+\]\.template\.spec\.template"
         r"\.spec\.(initContainers|containers)\[\d+\]\.resources",
         (),
-        "the snapshot's YAML: Go writes its empty structs (a template's metadata, a "
-        "container's resources) as {}, ours leaves them out; both read back as the same runtime",
+        "the snapshot's YAML: Go writes its empty structs (a JobSet, Job or pod template's "
+        "metadata, a container's resources) as {}, ours leaves them out; both read back as the "
+        "same runtime",
     ),
     Documented(
         r"trainjob\.spec\.runtimePatches\[\d+\]\.time",
@@ -333,8 +335,6 @@ async def test_same_objects_as_trainer_v2_3_0(
         ]
         assert detail in ours["events"][0]["message"]
         return
-    if any(MPI_REFUSAL in e["message"] for e in ours["events"]):
-        pytest.skip("mlPolicy.mpi is issue 26")
 
     expected = _recorded(rec, namespace)
     counts: dict[str, tuple[int, int]] = {}
