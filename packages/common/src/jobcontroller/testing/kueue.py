@@ -17,9 +17,10 @@ the cluster (kwok's nodes cannot run it) against a :class:`ControlPlane`:
   trainer.kubeflow.org and jobset.x-k8s.io kinds are registered; ``namespace_label`` (the
   pytest fixture sets it) limits the job ones to namespaces carrying that label, so Kueue
   never stands in the way of the session's other tests;
-- the TrainJob integration's controller watches the JobSets TrainJobs own and cannot start
-  without JobSet's CRD, so :meth:`Kueue.start` installs that CRD (from
-  ``hack/build-jobset.sh``'s build) first when either integration is on. The trainer.kubeflow.org
+- the TrainJob integration's controller watches the JobSets TrainJobs own: without JobSet's
+  CRD its cache never syncs and the manager exits two minutes after it started (seen with
+  v0.17.0), so :meth:`Kueue.start` installs that CRD (from ``hack/build-jobset.sh``'s build)
+  first when either integration is on. The trainer.kubeflow.org
   CRDs are the project's: install them before, as the kubeflow.org ones;
 - Kueue insists on a metrics certificate at ``/etc/kueue/metrics/certs`` when it does not
   manage its certificates itself (the path is hard-coded); one is written there when missing.
