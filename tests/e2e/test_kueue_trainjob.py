@@ -155,8 +155,7 @@ def _admitted_pod_spec(trainjob: Obj) -> Obj | None:
 
 
 def _resumed(trainjob: Obj) -> bool:
-    """Our controller's Suspended condition says the TrainJob runs (it was suspended first:
-    Kueue's webhook saw to that)."""
+    """Our controller's Suspended condition says the TrainJob runs again."""
     cond = condition(trainjob, "Suspended")
     return cond is not None and (cond["status"], cond["reason"]) == ("False", "Resumed")
 
@@ -220,17 +219,23 @@ async def _wait_no_pods(kube: KubeApi, ns: str, name: str) -> None:
     )
 
 
-async def _admitted_and_placed(kube: KubeApi, ns: str, job: Obj) -> Obj:
+async def _admitted_and_placed(kube: KubeApi, ns: str, job: Obj, *, resumed: bool) -> Obj:
     """Waits for ``job``'s admission to reach its pods: Kueue's patch on the TrainJob, the
-    JobSet's pod template and the running pods all carry the flavor's placement."""
+    JobSet's pod template and the running pods all carry the flavor's placement, and the
+    TrainJob is not Suspended (``resumed``: Suspended False, reason Resumed; a first admission
+    can come before our controller ever wrote Suspended True, which is then never written)."""
     name = job["metadata"]["name"]
     await wait_workload(kube, ns, job, "Admitted")
     admitted = await _wait_trainjob(
         kube,
         ns,
         name,
-        lambda t: not _suspended(t) and _placed(_admitted_pod_spec(t) or {}) and _resumed(t),
-        "unsuspended with Kueue's placement in its runtime patch, and Resumed",
+        lambda t: (
+            not _suspended(t)
+            and _placed(_admitted_pod_spec(t) or {})
+            and (_resumed(t) if resumed else not is_true(t, "Suspended"))
+        ),
+        "unsuspended with Kueue's placement in its runtime patch, not Suspended",
     )
     pods = await _wait_pods_running(kube, ns, name)
     assert all(_placed(p["spec"]) for p in pods), [p["spec"] for p in pods]
@@ -252,13 +257,13 @@ async def test_a_queued_trainjob_is_admitted_runs_and_frees_its_quota_for_the_ne
     patch = _kueue_patch(first)["trainingRuntimeSpec"]["template"]
     assert patch["metadata"]["labels"] == {QUEUE_LABEL: queue}, patch
     assert _admitted_pod_spec(first) is None
-    await _admitted_and_placed(kube, ns, first)
+    await _admitted_and_placed(kube, ns, first, resumed=False)
     jobset = await kube.get(JOBSETS, "first", namespace=ns)
     assert jobset["metadata"]["labels"][QUEUE_LABEL] == queue, jobset["metadata"]
 
     # A second one does not fit while the first holds the quota: it waits suspended, its
     # JobSet suspended, no pods, no placement.
-    second = await kube.create(TRAINJOBS, _trainjob("second", queue, run_for="1s"), namespace=ns)
+    second = await kube.create(TRAINJOBS, _trainjob("second", queue, run_for="3s"), namespace=ns)
     assert _suspended(second)
     wl = await workload_of(kube, ns, second)
     waiting_js = await wait_for(
@@ -267,8 +272,9 @@ async def test_a_queued_trainjob_is_admitted_runs_and_frees_its_quota_for_the_ne
     await asyncio.sleep(1.0)
     wl = await kube.get(WORKLOADS, wl["metadata"]["name"], namespace=ns)
     assert not is_true(wl, "QuotaReserved") and not is_true(wl, "Admitted"), wl.get("status")
-    waiting = await kube.get(TRAINJOBS, "second", namespace=ns)
-    assert _suspended(waiting) and is_true(waiting, "Suspended")
+    waiting = await _wait_trainjob(
+        kube, ns, "second", lambda t: _suspended(t) and is_true(t, "Suspended"), "Suspended"
+    )
     assert _admitted_pod_spec(waiting) is None
     assert _suspended(await kube.get(JOBSETS, "second", namespace=ns)), waiting_js
     assert await _pods(kube, ns, "second") == []
@@ -283,7 +289,7 @@ async def test_a_queued_trainjob_is_admitted_runs_and_frees_its_quota_for_the_ne
     # The first completes; its Workload is Finished and the quota goes to the second.
     await _wait_trainjob(kube, ns, "first", lambda t: is_true(t, "Complete"), "Complete")
     await wait_workload(kube, ns, first, "Finished")
-    await _admitted_and_placed(kube, ns, second)
+    await _admitted_and_placed(kube, ns, second, resumed=True)
     await _wait_trainjob(kube, ns, "second", lambda t: is_true(t, "Complete"), "Complete")
     await wait_workload(kube, ns, second, "Finished")
 
@@ -296,12 +302,12 @@ async def test_a_higher_priority_trainjob_preempts_a_running_one_which_resumes_l
     high_class = kq.priority_class("e2e-high", 1000)
 
     low = await kube.create(
-        TRAINJOBS, _trainjob("low", queue, run_for="8s", priority=low_class), namespace=ns
+        TRAINJOBS, _trainjob("low", queue, run_for="10s", priority=low_class), namespace=ns
     )
-    await _admitted_and_placed(kube, ns, low)
+    await _admitted_and_placed(kube, ns, low, resumed=False)
 
     high = await kube.create(
-        TRAINJOBS, _trainjob("high", queue, run_for="2s", priority=high_class), namespace=ns
+        TRAINJOBS, _trainjob("high", queue, run_for="3s", priority=high_class), namespace=ns
     )
     # Kueue evicts the low one and suspends it; its JobSet is suspended, its pods go, and
     # Kueue takes its placement out of the runtime patch again.
@@ -317,12 +323,12 @@ async def test_a_higher_priority_trainjob_preempts_a_running_one_which_resumes_l
     await _wait_trainjob(
         kube, ns, "low", lambda t: _admitted_pod_spec(t) is None, "placement taken out"
     )
-    await _admitted_and_placed(kube, ns, high)
+    await _admitted_and_placed(kube, ns, high, resumed=False)
     await _wait_trainjob(kube, ns, "high", lambda t: is_true(t, "Complete"), "Complete")
     await wait_workload(kube, ns, high, "Finished")
 
     # Then the low one is admitted again, resumes (Suspended False, Resumed) and completes.
-    await _admitted_and_placed(kube, ns, low)
+    await _admitted_and_placed(kube, ns, low, resumed=True)
     done = await _wait_trainjob(kube, ns, "low", lambda t: is_true(t, "Complete"), "Complete")
     assert not is_true(done, "Failed"), done["status"]
     await wait_workload(kube, ns, low, "Finished")
