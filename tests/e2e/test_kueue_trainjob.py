@@ -10,7 +10,7 @@ suspended, then unsuspends it; at preemption it suspends it, waits until no Job 
 takes them out again. Our controller carries both into the suspended JobSet.
 
 Each test gets a ClusterQueue over a flavor of kwok's nodes whose quota (1 CPU per node) fits
-exactly one TrainJob of two nodes, and a LocalQueue.
+exactly one TrainJob of two nodes (of three, for the MPI runtime's), and a LocalQueue.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ CLUSTER_RUNTIMES = Resource(
     "clustertrainingruntimes",
     namespaced=False,
 )
-TORCH = Path(__file__).resolve().parents[2] / "manifests" / "runtimes" / "torch_distributed.yaml"
+RUNTIMES_DIR = Path(__file__).resolve().parents[2] / "manifests" / "runtimes"
 NODES = 2
 FLAVOR = "kwok-nodes"
 NODE_LABELS = {"type": "kwok"}  # every kwok node of the test kit has it
@@ -55,15 +55,19 @@ TOLERATION = {"key": "jobcontroller.testing/flavor", "operator": "Exists", "effe
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def torch_runtime(kube: KubeApi, kubeflow_crds: list[str]) -> str:
-    """The shipped torch-distributed ClusterTrainingRuntime, as the default install has it."""
-    runtime = yaml.safe_load(TORCH.read_text())
-    try:
-        await kube.create(CLUSTER_RUNTIMES, runtime)
-    except ApiError as exc:
-        if not exc.is_already_exists:
-            raise
-    return str(runtime["metadata"]["name"])
+async def runtimes(kube: KubeApi, kubeflow_crds: list[str]) -> list[str]:
+    """The shipped torch-distributed and deepspeed-distributed ClusterTrainingRuntimes, as the
+    default install has them (kept: cluster-wide, the same for every test)."""
+    names = []
+    for file in ("torch_distributed.yaml", "deepspeed_distributed.yaml"):
+        runtime = yaml.safe_load((RUNTIMES_DIR / file).read_text())
+        try:
+            await kube.create(CLUSTER_RUNTIMES, runtime)
+        except ApiError as exc:
+            if not exc.is_already_exists:
+                raise
+        names.append(str(runtime["metadata"]["name"]))
+    return names
 
 
 @pytest.fixture
@@ -72,18 +76,22 @@ def kq(kubeflow_crds: list[str], jobset: JobSetController, kueue: Kueue) -> Kueu
     return kueue
 
 
+def _flavor(kq: Kueue) -> str:
+    """The flavor of kwok's nodes (one definition: a flavor that exists is kept as it is)."""
+    return kq.flavor(FLAVOR, node_labels=NODE_LABELS, tolerations=[TOLERATION])
+
+
 @pytest.fixture
 def queue(kq: Kueue, namespace: str) -> Iterator[str]:
     """A LocalQueue whose ClusterQueue, over a flavor of kwok's nodes, fits one TrainJob."""
-    flavor = kq.flavor(FLAVOR, node_labels=NODE_LABELS, tolerations=[TOLERATION])
-    name = kq.queue(namespace, cpu=NODES, flavor=flavor)
+    name = kq.queue(namespace, cpu=NODES, flavor=_flavor(kq))
     yield name
     kq.delete_queue(namespace)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def operator(
-    kubeconfig: str, namespace: str, torch_runtime: str
+    kubeconfig: str, namespace: str, runtimes: list[str]
 ) -> AsyncIterator[RunningController]:
     async with running(kubeconfig, TrainJobController(), namespace=namespace) as op:
         yield op
@@ -353,3 +361,41 @@ async def test_a_trainjob_managed_by_multikueue_is_left_to_it(
     current = await kube.get(TRAINJOBS, "elsewhere", namespace=ns)
     assert not (current.get("status") or {}).get("conditions"), current.get("status")
     assert not (current.get("status") or {}).get("jobsStatus"), current.get("status")
+
+
+async def test_kueue_counts_the_pods_our_jobset_runs_for_an_mpi_runtime(
+    kube: KubeApi, kq: Kueue, namespace: str, operator: RunningController
+) -> None:
+    """Kueue sizes a TrainJob's Workload with Trainer v2.2.0's own runtime code, we build the
+    JobSet as v2.3.0 does: for deepspeed-distributed (the MPI policy, the launcher counted as
+    a node) both must count the same pods, or the quota Kueue reserves is not what runs."""
+    ns = namespace
+    queue = kq.queue(ns, cpu=3, flavor=_flavor(kq))
+    try:
+        body = _trainjob("mpi", queue, run_for="1s")
+        body["spec"]["runtimeRef"]["name"] = "deepspeed-distributed"
+        body["spec"]["trainer"]["numNodes"] = 3
+        created = await kube.create(TRAINJOBS, body, namespace=ns)
+        wl = await wait_workload(kube, ns, created, "Admitted")
+        counted = {p["name"]: p["count"] for p in wl["spec"]["podSets"]}
+        assert counted == {"node": 2, "launcher": 1}, wl["spec"]["podSets"]
+        jobset = await wait_for(
+            kube, JOBSETS, "mpi", namespace=ns, until=lambda j: not _suspended(j), timeout=TIMEOUT
+        )
+        assert jobset is not None
+        runs = {
+            r["name"]: int(r.get("replicas", 1)) * int(r["template"]["spec"]["parallelism"])
+            for r in jobset["spec"]["replicatedJobs"]
+        }
+        assert runs == counted, jobset["spec"]["replicatedJobs"]
+        await wait_for_list(
+            kube,
+            PODS,
+            namespace=ns,
+            label_selector=f"{JOBSET_NAME_LABEL}=mpi",
+            until=lambda items: len(items) == 3,
+            timeout=TIMEOUT,
+            what="the MPI TrainJob's 3 pods",
+        )
+    finally:
+        kq.delete_queue(ns)
