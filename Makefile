@@ -11,7 +11,8 @@ PYTEST_ARGS ?=
 
 # REAL_NODE=1 make cluster-up: one real node (kubelet, containerd) beside the kwok nodes.
 REAL_NODE ?=
-# KUEUE=1 make cluster-up: Kueue (hack/build-kueue.sh) with the kubeflow.org integrations.
+# KUEUE=1 make cluster-up: Kueue (hack/build-kueue.sh) with the kubeflow.org, TrainJob and JobSet
+# integrations (JobSet's build gives it JobSet's CRD; JOBSET=1 also runs JobSet, for TrainJobs).
 KUEUE ?=
 # JOBSET=1 make cluster-up: the JobSet controller (hack/build-jobset.sh) with its webhooks.
 JOBSET ?=
@@ -25,7 +26,7 @@ help:
 	@echo "make chaos    the chaos suite alone, printing its figures"
 	@echo "make cluster-up / cluster-down   start / stop the local cluster (.cluster/kubeconfig)"
 	@echo "                 (REAL_NODE=1: with a real node beside the kwok nodes; needs root)"
-	@echo "                 (KUEUE=1: with Kueue managing the kubeflow.org jobs that name a queue)"
+	@echo "                 (KUEUE=1: with Kueue managing the jobs and TrainJobs that name a queue)"
 	@echo "                 (JOBSET=1: with the JobSet controller, jobset.x-k8s.io/v1alpha2)"
 	@echo "make kueue / make jobset   build Kueue / the JobSet controller (cached; make test does)"
 	@echo "make conformance real distributed training (PyTorch, elastic, MPI, TF, XGBoost, JAX, Paddle) on the real node"
@@ -112,7 +113,7 @@ chaos: bootstrap control-plane jobset
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) \
 	  $(PY) pytest --timeout=900 -s tests/chaos $(PYTEST_ARGS)
 
-cluster-up: bootstrap control-plane $(if $(REAL_NODE),node jobset) $(if $(KUEUE),kueue) $(if $(JOBSET),jobset)
+cluster-up: bootstrap control-plane $(if $(REAL_NODE),node jobset) $(if $(KUEUE),kueue jobset) $(if $(JOBSET),jobset)
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(if $(KUEUE),JOBCONTROLLER_KUEUE_BIN=$$(bash hack/build-kueue.sh | tail -n1)) \
 	  $(if $(JOBSET),JOBCONTROLLER_JOBSET_BIN=$$(bash hack/build-jobset.sh | tail -n1)) \
 	  $(PY) python -m jobcontroller.testing up --dir $(CLUSTER_DIR) $(if $(REAL_NODE),--real-node) $(if $(KUEUE),--kueue) $(if $(JOBSET),--jobset)

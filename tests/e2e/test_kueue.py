@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
+from kueue_kit import TIMEOUT, WORKLOADS, condition, is_true, timestamp, wait_workload, workload_of
 from simulated_jobs import SimulatedJob, simulated_jobs
 
-from jobcontroller.runtime.kube import PODS, KubeApi, Resource
+from jobcontroller.runtime.kube import PODS, KubeApi
 from jobcontroller.testing.kueue import PRIORITY_LABEL, QUEUE_LABEL, Kueue
 from jobcontroller.testing.operator import RunningController, running
 from jobcontroller.testing.pods import sim_annotations
@@ -26,10 +27,8 @@ from jobcontroller.testing.waiting import wait_for, wait_for_list
 from training_operator.__main__ import build_controllers
 
 Obj = dict[str, Any]
-WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "Workload", "workloads")
 JOBS = {job.resource.kind: job for job in simulated_jobs().values()}
 KINDS = sorted(JOBS)
-TIMEOUT = 60.0
 
 
 def _pods_per_job(sim: SimulatedJob) -> int:
@@ -57,18 +56,6 @@ def _job(
         for container in template["spec"]["containers"]:
             container["resources"] = {"requests": {"cpu": "1", "memory": "64Mi"}}
     return body
-
-
-def _condition(obj: Obj | None, kind: str) -> Obj | None:
-    for c in ((obj or {}).get("status") or {}).get("conditions") or []:
-        if c.get("type") == kind:
-            return dict(c)
-    return None
-
-
-def _true(obj: Obj | None, kind: str) -> bool:
-    c = _condition(obj, kind)
-    return c is not None and c.get("status") == "True"
 
 
 def _suspended(job: Obj | None) -> bool:
@@ -102,59 +89,18 @@ async def _wait_pods_running(kube: KubeApi, ns: str, name: str, count: int) -> l
     )
 
 
-async def _workload(kube: KubeApi, ns: str, job: Obj) -> Obj:
-    """The Workload Kueue made for ``job`` (owned by it)."""
-    uid = job["metadata"]["uid"]
-
-    def owned(items: list[Obj]) -> bool:
-        return any(
-            any(o.get("uid") == uid for o in i["metadata"].get("ownerReferences") or [])
-            for i in items
-        )
-
-    items = await wait_for_list(
-        kube, WORKLOADS, namespace=ns, until=owned, timeout=TIMEOUT, what=f"workload of {uid}"
-    )
-    return next(
-        i
-        for i in items
-        if any(o.get("uid") == uid for o in i["metadata"].get("ownerReferences") or [])
-    )
-
-
-async def _wait_workload(
-    kube: KubeApi, ns: str, job: Obj, condition: str, *, timeout: float = TIMEOUT
-) -> Obj:
-    wl = await _workload(kube, ns, job)
-    got = await wait_for(
-        kube,
-        WORKLOADS,
-        wl["metadata"]["name"],
-        namespace=ns,
-        until=lambda w: _true(w, condition),
-        timeout=timeout,
-        what=f"workload of {job['metadata']['name']} {condition}",
-    )
-    assert got is not None
-    return got
-
-
-async def _wait_job(kube: KubeApi, sim: SimulatedJob, ns: str, name: str, condition: str) -> Obj:
+async def _wait_job(kube: KubeApi, sim: SimulatedJob, ns: str, name: str, ctype: str) -> Obj:
     got = await wait_for(
         kube,
         sim.resource,
         name,
         namespace=ns,
-        until=lambda j: _true(j, condition),
+        until=lambda j: is_true(j, ctype),
         timeout=TIMEOUT,
-        what=f"{sim.resource.kind} {name} {condition}",
+        what=f"{sim.resource.kind} {name} {ctype}",
     )
     assert got is not None
     return got
-
-
-def _ts(text: str) -> dt.datetime:
-    return dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC)
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -195,7 +141,7 @@ async def test_a_queued_job_is_admitted_runs_and_frees_its_quota_for_the_next(
     # Kueue's webhook suspends the job at creation; admission unsuspends it.
     first = await kube.create(sim.resource, _job(sim, "first", queue, run_for="5s"), namespace=ns)
     assert _suspended(first), first["spec"]
-    await _wait_workload(kube, ns, first, "Admitted")
+    await wait_workload(kube, ns, first, "Admitted")
     await _wait_pods_running(kube, ns, "first", pods)
     running_first = await _wait_job(kube, sim, ns, "first", "Running")
     assert not _suspended(running_first)
@@ -203,20 +149,20 @@ async def test_a_queued_job_is_admitted_runs_and_frees_its_quota_for_the_next(
     # A second one does not fit while the first holds the quota: it waits, suspended, no pods.
     second = await kube.create(sim.resource, _job(sim, "second", queue, run_for="1s"), namespace=ns)
     assert _suspended(second)
-    wl = await _workload(kube, ns, second)
+    wl = await workload_of(kube, ns, second)
     await asyncio.sleep(1.0)
     wl = await kube.get(WORKLOADS, wl["metadata"]["name"], namespace=ns)
-    assert not _true(wl, "QuotaReserved") and not _true(wl, "Admitted"), wl.get("status")
+    assert not is_true(wl, "QuotaReserved") and not is_true(wl, "Admitted"), wl.get("status")
     assert _suspended(await kube.get(sim.resource, "second", namespace=ns))
     assert await _job_pods(kube, ns, "second") == []
 
     # The first finishes; its Workload is Finished and the quota goes to the second.
     await _wait_job(kube, sim, ns, "first", "Succeeded")
-    await _wait_workload(kube, ns, first, "Finished")
-    await _wait_workload(kube, ns, second, "Admitted")
+    await wait_workload(kube, ns, first, "Finished")
+    await wait_workload(kube, ns, second, "Admitted")
     done = await _wait_job(kube, sim, ns, "second", "Succeeded")
     assert not _suspended(done)
-    await _wait_workload(kube, ns, second, "Finished")
+    await wait_workload(kube, ns, second, "Finished")
 
 
 @pytest.mark.parametrize("operator", KINDS, indirect=True)
@@ -232,18 +178,20 @@ async def test_a_higher_priority_job_preempts_a_running_one_which_resumes_later(
     low = await kube.create(
         sim.resource, _job(sim, "low", queue, run_for="8s", priority=low_class), namespace=ns
     )
-    await _wait_workload(kube, ns, low, "Admitted")
+    await wait_workload(kube, ns, low, "Admitted")
     await _wait_pods_running(kube, ns, "low", pods)
     started = (await _wait_job(kube, sim, ns, "low", "Running"))["status"]["startTime"]
     # startTime has one-second resolution: preempt in a later second, so a startTime that
     # was not reset on resume shows.
-    await asyncio.sleep(max(0.0, (_ts(started) - dt.datetime.now(dt.UTC)).total_seconds() + 1.05))
+    await asyncio.sleep(
+        max(0.0, (timestamp(started) - dt.datetime.now(dt.UTC)).total_seconds() + 1.05)
+    )
 
     high = await kube.create(
         sim.resource, _job(sim, "high", queue, run_for="2s", priority=high_class), namespace=ns
     )
     # Kueue evicts the low one and suspends it; our operator stops its pods.
-    evicted = _condition(await _wait_workload(kube, ns, low, "Evicted"), "Evicted")
+    evicted = condition(await wait_workload(kube, ns, low, "Evicted"), "Evicted")
     assert evicted is not None and evicted["reason"] == "Preempted", evicted
     suspended = await _wait_job(kube, sim, ns, "low", "Suspended")
     assert _suspended(suspended)
@@ -255,17 +203,20 @@ async def test_a_higher_priority_job_preempts_a_running_one_which_resumes_later(
         timeout=TIMEOUT,
         what="the preempted job's pods gone",
     )
-    await _wait_workload(kube, ns, high, "Admitted")
+    await wait_workload(kube, ns, high, "Admitted")
     await _wait_job(kube, sim, ns, "high", "Succeeded")
-    await _wait_workload(kube, ns, high, "Finished")
+    await wait_workload(kube, ns, high, "Finished")
 
     # Then the low one is admitted again, resumes with a fresh startTime, and succeeds.
-    await _wait_workload(kube, ns, low, "Admitted")
+    await wait_workload(kube, ns, low, "Admitted")
     await _wait_pods_running(kube, ns, "low", pods)
     resumed = await _wait_job(kube, sim, ns, "low", "Running")
     assert not _suspended(resumed)
-    resumed_cond = _condition(resumed, "Suspended")
+    resumed_cond = condition(resumed, "Suspended")
     assert resumed_cond is not None and resumed_cond["status"] == "False", resumed_cond
-    assert _ts(resumed["status"]["startTime"]) > _ts(started), (started, resumed["status"])
+    assert timestamp(resumed["status"]["startTime"]) > timestamp(started), (
+        started,
+        resumed["status"],
+    )
     await _wait_job(kube, sim, ns, "low", "Succeeded")
-    await _wait_workload(kube, ns, low, "Finished")
+    await wait_workload(kube, ns, low, "Finished")

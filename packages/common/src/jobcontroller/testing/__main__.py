@@ -8,7 +8,8 @@ supervisor, so ``down`` (SIGTERM to the supervisor, then removal of ``<dir>``) l
 running. ``--real-node`` adds one real worker node (``testing/realnode.py``) with every image
 of ``testing/images.py`` imported. ``--kueue`` adds Kueue's manager (``testing/kueue.py``, built
 by ``hack/build-kueue.sh``) with its CRDs and webhooks, and installs the project's kubeflow.org
-CRDs (``manifests/base/crds``) first so that Kueue's integrations start at once.
+and trainer.kubeflow.org CRDs (``manifests/base/crds``) first so that Kueue's integrations
+start at once (Kueue installs JobSet's CRD itself).
 """
 
 from __future__ import annotations

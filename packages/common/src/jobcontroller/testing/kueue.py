@@ -6,21 +6,29 @@ module's CRDs (``crd/``) and webhook manifests (``webhook.yaml``). :class:`Kueue
 the cluster (kwok's nodes cannot run it) against a :class:`ControlPlane`:
 
 - a Configuration (``<workdir>/config.yaml``) with the kubeflow integrations
-  (``kubeflow.org/{tfjob,pytorchjob,xgboostjob,paddlejob,jaxjob,mpijob}``),
+  (``kubeflow.org/{tfjob,pytorchjob,xgboostjob,paddlejob,jaxjob,mpijob}``,
+  ``trainer.kubeflow.org/trainjob`` and ``jobset.x-k8s.io/jobset``),
   ``manageJobsWithoutQueueName: false``, no leader election, no internal cert management, no
   visibility server (its fixed port would clash between sessions), the metrics server off;
 - its webhook server on a free loopback port with a serving certificate for ``127.0.0.1`` from
   a CA of the test kit (``testing/certs.py``); the API server calls it through webhook
   configurations that name it by ``url`` (no Service, no aggregator routing), with that CA as
-  ``caBundle``. Only the webhooks of Kueue's own kinds and of the kubeflow.org kinds are
-  registered; ``namespace_label`` (the pytest fixture sets it) limits the kubeflow.org ones to
-  namespaces carrying that label, so Kueue never stands in the way of the session's other tests;
+  ``caBundle``. Only the webhooks of Kueue's own kinds and of the kubeflow.org,
+  trainer.kubeflow.org and jobset.x-k8s.io kinds are registered; ``namespace_label`` (the
+  pytest fixture sets it) limits the job ones to namespaces carrying that label, so Kueue
+  never stands in the way of the session's other tests;
+- the TrainJob integration's controller watches the JobSets TrainJobs own: without JobSet's
+  CRD its cache never syncs and the manager exits two minutes after it started (seen with
+  v0.17.0), so :meth:`Kueue.start` installs that CRD (from ``hack/build-jobset.sh``'s build)
+  first when either integration is on. The trainer.kubeflow.org
+  CRDs are the project's: install them before, as the kubeflow.org ones;
 - Kueue insists on a metrics certificate at ``/etc/kueue/metrics/certs`` when it does not
   manage its certificates itself (the path is hard-coded); one is written there when missing.
 
 :meth:`Kueue.queue` gives a namespace a ClusterQueue (with preemption of lower priorities
-within it) and a LocalQueue over the shared ResourceFlavor; :meth:`Kueue.priority_class`
-creates a WorkloadPriorityClass.
+within it) and a LocalQueue over the shared ResourceFlavor (or one of :meth:`Kueue.flavor`,
+whose node labels and tolerations Kueue puts on the pods it admits);
+:meth:`Kueue.priority_class` creates a WorkloadPriorityClass.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from typing_extensions import override
 from jobcontroller.testing import addon
 from jobcontroller.testing.certs import CertificateAuthority
 from jobcontroller.testing.controlplane import ControlPlane, _die_with_parent
+from jobcontroller.testing.jobset import find_jobset
 from jobcontroller.testing.ports import free_port
 
 ENV_VAR = "JOBCONTROLLER_KUEUE_BIN"
@@ -47,6 +56,12 @@ GROUP = "kueue.x-k8s.io"
 API = f"/apis/{GROUP}/v1beta2"
 QUEUE_LABEL = f"{GROUP}/queue-name"
 PRIORITY_LABEL = f"{GROUP}/priority-class"
+TRAINJOB_FRAMEWORK = "trainer.kubeflow.org/trainjob"
+#: On by default in Kueue's own install: a TrainJob's JobSet carries the TrainJob's queue label
+#: and must be left to the TrainJob's Workload rather than queued again.
+JOBSET_FRAMEWORK = "jobset.x-k8s.io/jobset"
+#: The runtimePatches entry Kueue's TrainJob integration owns.
+RUNTIME_PATCH_MANAGER = f"{GROUP}/manager"
 FRAMEWORKS = [
     "kubeflow.org/tfjob",
     "kubeflow.org/pytorchjob",
@@ -54,10 +69,13 @@ FRAMEWORKS = [
     "kubeflow.org/paddlejob",
     "kubeflow.org/jaxjob",
     "kubeflow.org/mpijob",
+    TRAINJOB_FRAMEWORK,
+    JOBSET_FRAMEWORK,
 ]
 FLAVOR = "default-flavor"
 METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")  # hard-coded in cmd/kueue/main.go
-_WEBHOOK_GROUPS = {GROUP, "kubeflow.org"}
+_JOB_GROUPS = {"kubeflow.org", "trainer.kubeflow.org", "jobset.x-k8s.io"}
+_WEBHOOK_GROUPS = {GROUP, *_JOB_GROUPS}
 
 
 class KueueNotFound(addon.BuildNotFound):
@@ -84,7 +102,7 @@ class Kueue(addon.AddonProcess):
 
     cp: ControlPlane
     namespace_label: str | None = None
-    """Only namespaces with this label (any value) get Kueue's kubeflow.org webhooks; None:
+    """Only namespaces with this label (any value) get Kueue's job webhooks; None:
     every namespace but kube-system and kueue-system."""
     directory: Path | None = None
     """The build (``find_kueue()`` when None)."""
@@ -120,6 +138,8 @@ class Kueue(addon.AddonProcess):
         certs.mkdir()
         ca.serving().write(certs, "tls")
         self._metrics_cert(ca)
+        if {TRAINJOB_FRAMEWORK, JOBSET_FRAMEWORK} & set(self.frameworks):
+            addon.install_crds(self.cp, sorted((find_jobset() / "crd").glob("*.yaml")))
         addon.install_crds(self.cp, sorted((self.directory / "crd").glob("*.yaml")))
         addon.ensure_namespace(self.cp, "kueue-system")
         config = self.workdir / "config.yaml"
@@ -164,9 +184,10 @@ class Kueue(addon.AddonProcess):
         memory: str = "64Gi",
         name: str = "lq",
         preemption: str = "LowerPriority",
+        flavor: str = FLAVOR,
     ) -> str:
-        """A ClusterQueue ``<namespace>`` (``cpu`` and ``memory`` of the shared flavor, only
-        for workloads of ``namespace``, preempting ``preemption`` within it) and a LocalQueue
+        """A ClusterQueue ``<namespace>`` (``cpu`` and ``memory`` of ``flavor``, only for
+        workloads of ``namespace``, preempting ``preemption`` within it) and a LocalQueue
         ``name`` in ``namespace`` pointing at it; returns the LocalQueue's name."""
         if self.namespace_label:
             ns = self.cp.request("GET", f"/api/v1/namespaces/{namespace}")
@@ -186,7 +207,7 @@ class Kueue(addon.AddonProcess):
                         "coveredResources": ["cpu", "memory"],
                         "flavors": [
                             {
-                                "name": FLAVOR,
+                                "name": flavor,
                                 "resources": [
                                     {"name": "cpu", "nominalQuota": str(cpu)},
                                     {"name": "memory", "nominalQuota": memory},
@@ -211,6 +232,25 @@ class Kueue(addon.AddonProcess):
         """Remove the ClusterQueue of :meth:`queue` (its LocalQueue goes with the namespace)."""
         with contextlib.suppress(urllib.error.HTTPError):
             self.cp.request("DELETE", f"{API}/clusterqueues/{namespace}")
+
+    def flavor(
+        self,
+        name: str,
+        *,
+        node_labels: dict[str, str] | None = None,
+        tolerations: list[dict[str, Any]] | None = None,
+    ) -> str:
+        """A ResourceFlavor (cluster-wide; kept if it exists) whose ``node_labels`` and
+        ``tolerations`` Kueue writes into the pods of the workloads it admits on it."""
+        spec: dict[str, Any] = {}
+        if node_labels:
+            spec["nodeLabels"] = dict(node_labels)
+        if tolerations:
+            spec["tolerations"] = list(tolerations)
+        self._apply(
+            f"{API}/resourceflavors", {"metadata": {"name": name}, "spec": spec}, "ResourceFlavor"
+        )
+        return name
 
     def priority_class(self, name: str, value: int) -> str:
         """A WorkloadPriorityClass (cluster-wide; kept if it exists)."""
@@ -273,7 +313,7 @@ class Kueue(addon.AddonProcess):
             groups = {g for r in hook["rules"] for g in r["apiGroups"]}
             if not groups <= _WEBHOOK_GROUPS:
                 return None
-            if "kubeflow.org" in groups:
+            if groups & _JOB_GROUPS:
                 hook["namespaceSelector"] = {"matchExpressions": [self._kubeflow_namespaces()]}
             return hook
 
