@@ -143,6 +143,8 @@ from jobcontroller.runtime.kube import (
     PODS,
     SECRETS,
     SERVICES,
+    ApiError,
+    KubeApi,
     Resource,
 )
 
@@ -186,6 +188,7 @@ __all__ = [
     "WAIT_FOR_MASTER_DNS_SCRIPT",
     "WAIT_FOR_MASTER_SCRIPT",
     "Action",
+    "ApiError",
     "Caches",
     "Child",
     "Children",
@@ -199,6 +202,7 @@ __all__ = [
     "GangFlavor",
     "JobController",
     "JobMetric",
+    "KubeApi",
     "LifecycleWords",
     "Obj",
     "Observed",

@@ -29,6 +29,7 @@ from jobcontroller import (
     PlanConfig,
     Reconciler,
     Resource,
+    Setup,
     has_ssh_key_pair,
     override,
     with_ssh_key_pair,
@@ -37,11 +38,15 @@ from trainer_operator.api import TrainJob
 from trainer_operator.crd import trainer_crd
 from trainer_operator.planner import (
     CLUSTER_TRAINING_RUNTIME,
+    PROGRESS,
     RUNTIME,
     TRAINING_RUNTIME,
     plan_trainjob,
     runtime_kind,
 )
+from trainer_operator.progress import ProgressEndpoint
+from trainer_operator.progressauth import TokenAuthorizer, jobset_pod_check
+from trainer_operator.progressserver import ProgressServer, ProgressSettings
 from trainer_operator.snapshot import SNAPSHOT_SUFFIX
 
 __all__ = ["CLUSTER_TRAINING_RUNTIMES", "JOBSETS", "TRAINING_RUNTIMES", "TrainJobController"]
@@ -94,6 +99,49 @@ class TrainJobController(Reconciler[TrainJob]):
         CLUSTER_TRAINING_RUNTIME: CLUSTER_TRAINING_RUNTIMES,
     }
 
+    def __init__(
+        self,
+        *,
+        config: PlanConfig | None = None,
+        progress: ProgressSettings | None = None,
+    ) -> None:
+        """``progress``: serve the training-progress endpoint and give the trainer's pods
+        what they need to report to it (the ``trainer-operator`` command does by default);
+        None: neither, as upstream without its TrainJobStatus feature gate."""
+        super().__init__(config=config)
+        self.progress_settings = progress
+        self.progress_server: ProgressServer | None = None
+
+    @override
+    def on_setup(self, setup: Setup) -> None:
+        settings = self.progress_settings
+        if settings is None or setup.api is None or setup.add_service is None:
+            return
+        api = setup.api.with_limits(
+            qps=settings.qps, burst=settings.burst, user_agent="trainjob-status-server"
+        )
+        server = ProgressServer(
+            settings=settings,
+            api=api,
+            trainjobs=self.job_resource,
+            current=self.watch.job_store.get,
+            authorizer=TokenAuthorizer(api=api, pod_check=jobset_pod_check(self._jobset_uid)),
+        )
+        self.progress_server = server
+        setup.add_service("trainjob-status-server", server.run)
+
+    def _jobset_uid(self, namespace: str, name: str) -> str | None:
+        """The uid of the JobSet the TrainJob ``namespace/name`` controls (None: none)."""
+        trainjob = self.watch.job_store.get(namespace, name)
+        jobset = self.watch.get("JobSet", namespace, name)
+        if trainjob is None or jobset is None:
+            return None
+        uid = trainjob["metadata"].get("uid")
+        refs = jobset["metadata"].get("ownerReferences") or ()
+        if not any(r.get("controller") and r.get("uid") == uid for r in refs):
+            return None
+        return str(jobset["metadata"].get("uid") or "") or None
+
     @override
     def read_changed(self, kind: str, obj: Obj) -> Iterator[str]:
         """The unfinished TrainJobs naming runtime ``obj`` that have no snapshot yet (the
@@ -115,10 +163,15 @@ class TrainJobController(Reconciler[TrainJob]):
     def observed_extra(self, job: Obj) -> Mapping[str, Any]:
         ref = (job.get("spec") or {}).get("runtimeRef") or {}
         kind = runtime_kind(ref)
+        server = self.progress_server
+        progress = None
+        if server is not None and server.cert is not None:
+            progress = ProgressEndpoint(url=server.settings.base_url, ca_pem=server.cert.ca_pem)
         if kind is None:
-            return {RUNTIME: None}
+            return {RUNTIME: None, PROGRESS: progress}
         namespace = "" if kind == CLUSTER_TRAINING_RUNTIME else job["metadata"].get("namespace")
-        return {RUNTIME: self.watch.get(kind, str(namespace or ""), str(ref.get("name") or ""))}
+        runtime = self.watch.get(kind, str(namespace or ""), str(ref.get("name") or ""))
+        return {RUNTIME: runtime, PROGRESS: progress}
 
     @override
     def materialize(self, action: CreateObject) -> CreateObject:

@@ -41,6 +41,7 @@ from trainer_operator.builder import build_jobset
 from trainer_operator.info import RuntimeProblem, new_info
 from trainer_operator.mpi import hostfile_configmap, ssh_auth_secret
 from trainer_operator.policies import enforce_ml_policy
+from trainer_operator.progress import ProgressEndpoint, ca_configmap_action, inject_progress
 from trainer_operator.snapshot import (
     SnapshotProblem,
     read_snapshot,
@@ -65,6 +66,7 @@ from trainer_operator.validate import trainjob_errors
 __all__ = [
     "CLUSTER_TRAINING_RUNTIME",
     "MANAGED_BY_SELF",
+    "PROGRESS",
     "REASON_DEPRECATED",
     "REASON_NOT_SUPPORTED",
     "REASON_RESOURCES_FAILED",
@@ -91,6 +93,8 @@ DEPRECATION_POLICY_URL = (
 )
 RUNTIME = "runtime"
 """The key of :attr:`Observed.extra` holding the TrainJob's runtime (None: not cached)."""
+PROGRESS = "progress"
+"""The key of :attr:`Observed.extra` holding the progress endpoint (None: not served)."""
 JOBSET, CONFIGMAP, SECRET = "JobSet", "ConfigMap", "Secret"
 _EVENT_LIMIT = 950
 
@@ -255,6 +259,11 @@ def _objects(raw: Obj, observed: Observed, kind: str) -> _Objects:
         if errors:
             raise ResourcesProblem("; ".join(errors))
         enforce_ml_policy(info, raw)
+        progress = observed.extra.get(PROGRESS)
+        if isinstance(progress, ProgressEndpoint):
+            inject_progress(info, raw, server_base_url=progress.url)
+            ca = ca_configmap_action(raw, observed, ca_pem=progress.ca_pem)
+            out.actions += [ca] if ca is not None else []
         desired = build_jobset(info, raw)
         hostfile = hostfile_configmap(info, raw)
     except RuntimeProblem as exc:

@@ -226,7 +226,15 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         elector = manager.elector
         # Without leader election the one replica leads.
         leads = (lambda: True) if elector is None else elector.holds_lease
-        self.on_setup(Setup(caches=watch, metrics=manager.metrics, is_leader=leads))
+        self.on_setup(
+            Setup(
+                caches=watch,
+                metrics=manager.metrics,
+                is_leader=leads,
+                api=manager.api,
+                add_service=manager.add_service,
+            )
+        )
 
     def resync(self) -> None:
         """A new leadership term after a lost one: the reconciles of the old term were
