@@ -166,7 +166,7 @@ class TrainJobController(Reconciler[TrainJob]):
         server = self.progress_server
         progress = None
         if server is not None and server.cert is not None:
-            progress = ProgressEndpoint(url=server.settings.base_url, ca_pem=server.cert.ca_pem)
+            progress = ProgressEndpoint(url=server.base_url, ca_pem=server.cert.ca_pem)
         if kind is None:
             return {RUNTIME: None, PROGRESS: progress}
         namespace = "" if kind == CLUSTER_TRAINING_RUNTIME else job["metadata"].get("namespace")

@@ -87,9 +87,10 @@ class ProgressSettings:
     extra_hosts: tuple[str, ...] = ()
     """More names (or IPs) for the certificate (``localhost`` for a test)."""
 
-    @property
-    def base_url(self) -> str:
-        return self.url or f"https://{self.service}.{self.namespace}.svc:{self.port}"
+    def base_url(self, port: int | None = None) -> str:
+        """The pods' base URL; ``port``: the bound one, when the OS chose it."""
+        where = port or self.port
+        return self.url or f"https://{self.service}.{self.namespace}.svc:{where}"
 
     @property
     def secret_name(self) -> str:
@@ -251,7 +252,11 @@ class ProgressServer:
         await web.SockSite(runner, sock, ssl_context=context).start()
         self.port = sock.getsockname()[1]
         self.cert = cert
-        log.info("serving TrainJob progress", port=self.port, url=self.settings.base_url)
+        log.info("serving TrainJob progress", port=self.port, url=self.base_url)
+
+    @property
+    def base_url(self) -> str:
+        return self.settings.base_url(self.port)
 
     async def stop(self) -> None:
         await self.coalescer.close()
