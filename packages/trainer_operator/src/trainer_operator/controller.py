@@ -46,7 +46,12 @@ from trainer_operator.planner import (
 )
 from trainer_operator.progress import ProgressEndpoint
 from trainer_operator.progressauth import TokenAuthorizer, jobset_pod_check
-from trainer_operator.progressserver import ProgressServer, ProgressSettings
+from trainer_operator.progressserver import (
+    DEFAULT_PORT,
+    PROGRESS_RULES,
+    ProgressServer,
+    ProgressSettings,
+)
 from trainer_operator.snapshot import SNAPSHOT_SUFFIX
 
 __all__ = ["CLUSTER_TRAINING_RUNTIMES", "JOBSETS", "TRAINING_RUNTIMES", "TrainJobController"]
@@ -98,6 +103,8 @@ class TrainJobController(Reconciler[TrainJob]):
         TRAINING_RUNTIME: TRAINING_RUNTIMES,
         CLUSTER_TRAINING_RUNTIME: CLUSTER_TRAINING_RUNTIMES,
     }
+    extra_rules: ClassVar[tuple[Obj, ...]] = PROGRESS_RULES
+    served_ports: ClassVar[tuple[tuple[str, int], ...]] = (("trainjob-status", DEFAULT_PORT),)
 
     def __init__(
         self,

@@ -54,7 +54,7 @@ from trainer_operator.progress import (
 from trainer_operator.progressauth import TokenAuthorizer, Verdict
 from trainer_operator.servingcert import ServingCert, new_serving_cert
 
-__all__ = ["Coalescer", "ProgressServer", "ProgressSettings"]
+__all__ = ["PROGRESS_RULES", "Coalescer", "ProgressServer", "ProgressSettings"]
 
 log = structlog.get_logger(__name__)
 
@@ -66,6 +66,16 @@ DEFAULT_MIN_INTERVAL = 5.0
 """Seconds between two status writes of one TrainJob: upstream's SDK throttles its reports to
 one per 5 s on the client side; this holds whatever a pod sends."""
 _CERT_RETRY_SECONDS = 10.0
+
+PROGRESS_RULES: tuple[Obj, ...] = (
+    # The reports' writes: a merge patch of the status subresource.
+    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs/status"], "verbs": ["patch"]},
+    # Authentication: the API server reviews the pods' tokens; their pods are read.
+    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+)
+"""What the endpoint needs besides the controller's rules (the certificate's Secret is among
+the Secrets the controller owns already)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -129,6 +129,13 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
     read_resources: ClassVar[Mapping[str, Resource]] = {}
     """Kinds the controller only reads, through informers of its own (Trainer v2's runtimes):
     ``<operator> manifests`` grants get, list and watch on them."""
+    extra_rules: ClassVar[tuple[Obj, ...]] = ()
+    """RBAC rules for what a framework's own components do besides reconciling (the TrainJob
+    progress endpoint's TokenReviews): ``<operator> manifests`` grants them as written."""
+    served_ports: ClassVar[tuple[tuple[str, int], ...]] = ()
+    """(name, port) of endpoints the framework serves to the cluster's pods (the TrainJob
+    progress endpoint): ``<operator> manifests`` opens them on the Deployment and puts a
+    Service named after the operator in front."""
 
     executor: Executor
     adoption: Adoption
