@@ -218,6 +218,16 @@ async def test_a_pod_reports_progress_and_the_trainjob_shows_it(
     # The later report said nothing of the time left: it is gone, as upstream's apply drops it.
     assert "estimatedRemainingSeconds" not in progress(shown)
     assert server.coalescer.coalesced == 3
+    # What Prometheus sees: the reports by code, two writes, and the progress (from the cache).
+    assert operator.counter("trainjob_status_reports_total", code="200") == 1
+    assert operator.counter("trainjob_status_reports_total", code="202") == 3
+    assert await operator.settled_counter("trainjob_status_writes_total", 2) == 2
+    gauge = {"namespace": namespace, "trainjob": "reporting"}
+    for _ in range(100):  # the informer may not have brought the last write yet
+        if operator.counter("trainjob_progress_percentage", **gauge) == 70:
+            break
+        await asyncio.sleep(0.05)
+    assert operator.counter("trainjob_progress_percentage", **gauge) == 70
 
 
 async def test_reports_not_from_the_trainjobs_pods_are_refused(

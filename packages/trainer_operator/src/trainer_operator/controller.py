@@ -19,6 +19,8 @@ import datetime as dt
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
+from prometheus_client.core import GaugeMetricFamily, Metric
+
 from jobcontroller import (
     CONFIGMAPS,
     SECRETS,
@@ -133,9 +135,29 @@ class TrainJobController(Reconciler[TrainJob]):
             trainjobs=self.job_resource,
             current=self.watch.job_store.get,
             authorizer=TokenAuthorizer(api=api, pod_check=jobset_pod_check(self._jobset_uid)),
+            registry=setup.metrics.registry if setup.metrics is not None else None,
         )
+        if setup.metrics is not None:
+            setup.metrics.on_scrape(self._progress_families)
         self.progress_server = server
         setup.add_service("trainjob-status-server", server.run)
+
+    def _progress_families(self) -> list[Metric]:
+        """The progress of every unfinished TrainJob that reported one, read from the cache
+        at scrape time: no series outlives its TrainJob."""
+        gauge = GaugeMetricFamily(
+            "trainjob_progress_percentage",
+            "status.trainerStatus.progressPercentage of unfinished TrainJobs",
+            labels=["namespace", "trainjob"],
+        )
+        for trainjob in self.watch.jobs():
+            reported = ((trainjob.get("status") or {}).get("trainerStatus") or {}).get(
+                "progressPercentage"
+            )
+            if isinstance(reported, int) and not _finished(trainjob):
+                meta = trainjob["metadata"]
+                gauge.add_metric([str(meta.get("namespace") or ""), str(meta["name"])], reported)
+        return [gauge]
 
     def _jobset_uid(self, namespace: str, name: str) -> str | None:
         """The uid of the JobSet the TrainJob ``namespace/name`` controls (None: none)."""

@@ -41,6 +41,7 @@ from typing import Any
 
 import structlog
 from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter
 
 from jobcontroller import SECRETS, ApiError, KubeApi, Resource
 from trainer_operator.progress import (
@@ -181,6 +182,30 @@ class Coalescer:
             await asyncio.wait(tasks)
 
 
+class ProgressMetrics:
+    """The endpoint's counters (``trainjob_status_*``; the progress itself is the
+    ``trainjob_progress_percentage`` gauge the controller computes at scrape time)."""
+
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        registry = registry if registry is not None else CollectorRegistry()
+        self.reports = Counter(
+            "trainjob_status_reports",
+            "Progress reports received by the TrainJob status endpoint, by HTTP status code",
+            ["code"],
+            registry=registry,
+        )
+        self.writes = Counter(
+            "trainjob_status_writes",
+            "status.trainerStatus writes made from progress reports",
+            registry=registry,
+        )
+        self.coalesced = Counter(
+            "trainjob_status_coalesced_reports",
+            "Progress reports held back by the per-TrainJob write interval (a later one won)",
+            registry=registry,
+        )
+
+
 def _status(code: int, reason: str, message: str) -> web.Response:
     body = {
         "kind": "Status",
@@ -225,6 +250,7 @@ class ProgressServer:
         trainjobs: Resource,
         current: Callable[[str, str], Obj | None],
         authorizer: TokenAuthorizer,
+        registry: CollectorRegistry | None = None,
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self.settings = settings
@@ -234,6 +260,7 @@ class ProgressServer:
         self.authorizer = authorizer
         self._clock = clock
         self.coalescer = Coalescer(interval=settings.min_interval, write=self._write)
+        self.metrics = ProgressMetrics(registry)
         self.cert: ServingCert | None = None
         """Set once the certificate is loaded: the CA the pods get is ``cert.ca_pem``."""
         self.port: int | None = None
@@ -319,6 +346,13 @@ class ProgressServer:
         return cert
 
     async def _report(self, request: web.Request) -> web.Response:
+        response = await self._answer(request)
+        self.metrics.reports.labels(str(response.status)).inc()
+        if response.status == 202:
+            self.metrics.coalesced.inc()
+        return response
+
+    async def _answer(self, request: web.Request) -> web.Response:
         namespace, name = request.match_info["namespace"], request.match_info["name"]
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
             return _too_large()
@@ -367,6 +401,7 @@ class ProgressServer:
                 "writing trainerStatus failed", trainjob=f"{namespace}/{name}", error=str(exc)
             )
             raise ReportError(500, "InternalError", "the status could not be written") from None
+        self.metrics.writes.inc()
         return True
 
 
