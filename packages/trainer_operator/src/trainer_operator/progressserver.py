@@ -67,6 +67,8 @@ DEFAULT_MIN_INTERVAL = 5.0
 """Seconds between two status writes of one TrainJob: upstream's SDK throttles its reports to
 one per 5 s on the client side; this holds whatever a pod sends."""
 _CERT_RETRY_SECONDS = 10.0
+READ_TIMEOUT = 10.0
+"""Seconds a client has to send its body once authorized (upstream's server ReadTimeout)."""
 
 PROGRESS_RULES: tuple[Obj, ...] = (
     # The reports' writes: a merge patch of the status subresource.
@@ -346,7 +348,11 @@ class ProgressServer:
         return cert
 
     async def _report(self, request: web.Request) -> web.Response:
-        response = await self._answer(request)
+        try:
+            response = await self._answer(request)
+        except Exception as exc:  # an API client error, a bug: the reporter gets a Status
+            log.warning("progress report failed", path=request.path, error=repr(exc))
+            response = _status(500, "InternalError", "the report could not be handled")
         self.metrics.reports.labels(str(response.status)).inc()
         if response.status == 202:
             self.metrics.coalesced.inc()
@@ -362,9 +368,12 @@ class ProgressServer:
         if not verdict.allowed:
             return _refused(verdict)
         try:
-            body = await request.read()
+            async with asyncio.timeout(READ_TIMEOUT):
+                body = await request.read()
         except web.HTTPRequestEntityTooLarge:
             return _too_large()
+        except TimeoutError:
+            return _status(408, "Timeout", f"the body did not arrive within {READ_TIMEOUT:g} s")
         try:
             status = parse_report(body, now=self._clock())
             if status is None:
