@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import time
 from collections.abc import Iterator, Mapping
 from typing import Any, ClassVar
 
@@ -69,6 +70,10 @@ CLUSTER_TRAINING_RUNTIMES = Resource(
 )
 
 
+_CERT_WAIT_SECONDS = 30.0
+_CERT_WAIT_RETRY = 0.5
+
+
 def _finished(trainjob: Obj) -> bool:
     return any(
         c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
@@ -120,6 +125,21 @@ class TrainJobController(Reconciler[TrainJob]):
         super().__init__(config=config)
         self.progress_settings = progress
         self.progress_server: ProgressServer | None = None
+        self._progress_deadline = 0.0
+
+    @override
+    async def reconcile(self, key: str) -> float | None:
+        server = self.progress_server
+        if (
+            server is not None
+            and server.cert is None
+            and time.monotonic() < self._progress_deadline
+        ):
+            # The endpoint's certificate is loading (one API call at start): a JobSet planned
+            # now would lack the progress env, and a suspended one would lose it. Past the
+            # deadline TrainJobs are planned without it: progress never holds training up.
+            return _CERT_WAIT_RETRY
+        return await super().reconcile(key)
 
     @override
     def on_setup(self, setup: Setup) -> None:
@@ -140,6 +160,7 @@ class TrainJobController(Reconciler[TrainJob]):
         if setup.metrics is not None:
             setup.metrics.on_scrape(self._progress_families)
         self.progress_server = server
+        self._progress_deadline = time.monotonic() + _CERT_WAIT_SECONDS
         setup.add_service("trainjob-status-server", server.run)
 
     def _progress_families(self) -> list[Metric]:
