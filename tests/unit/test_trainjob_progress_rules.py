@@ -18,6 +18,7 @@ from trainer_operator.progress import (
     MAX_BODY_BYTES,
     ProgressEndpoint,
     ReportError,
+    is_stale,
     parse_report,
     same_progress,
     status_patch,
@@ -106,6 +107,17 @@ def test_only_a_change_beyond_the_time_is_a_change() -> None:
     assert not same_progress(have, {**have, "progressPercentage": 11})
     assert not same_progress(have, {**have, "metrics": [{"name": "a", "value": "1"}]})
     assert not same_progress(None, have)
+
+
+def test_a_held_back_report_never_undoes_a_newer_one() -> None:
+    """Two replicas each bound their own writes: the one holding an older report must not
+    write it over the newer one the other replica wrote meanwhile."""
+    newer = {"progressPercentage": 60, "lastUpdatedTime": "2026-08-10T12:00:03Z"}
+    older = {"progressPercentage": 50, "lastUpdatedTime": "2026-08-10T12:00:01Z"}
+    assert is_stale(newer, older)
+    assert not is_stale(older, newer)
+    assert not is_stale(older, {**older, "progressPercentage": 51})  # same second: written
+    assert not is_stale(None, older)
 
 
 def test_the_patch_drops_what_the_last_report_left_out() -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "ca_configmap_action",
     "ca_configmap_name",
     "inject_progress",
+    "is_stale",
     "parse_report",
     "same_progress",
     "status_patch",
@@ -193,6 +194,26 @@ def same_progress(have: Obj | None, want: Obj) -> bool:
         return False
     keys = ("progressPercentage", "estimatedRemainingSeconds", "metrics")
     return all(have.get(k) == want.get(k) for k in keys)
+
+
+def _when(value: Any) -> dt.datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
+
+
+def is_stale(have: Obj | None, want: Obj) -> bool:
+    """Whether the stored trainerStatus is newer than ``want``: a report another replica
+    wrote meanwhile (each replica bounds its own writes; a held-back report must not undo a
+    later one)."""
+    if not isinstance(have, dict):
+        return False
+    stored, wanted = _when(have.get("lastUpdatedTime")), _when(want.get("lastUpdatedTime"))
+    return stored is not None and wanted is not None and stored > wanted
 
 
 def status_patch(trainer_status: Obj) -> Obj:

@@ -47,6 +47,7 @@ from jobcontroller import SECRETS, ApiError, KubeApi, Resource
 from trainer_operator.progress import (
     MAX_BODY_BYTES,
     ReportError,
+    is_stale,
     parse_report,
     same_progress,
     status_patch,
@@ -389,7 +390,8 @@ class ProgressServer:
         current = self._current(namespace, name)
         if current is None:
             raise ReportError(404, "NotFound", f"TrainJob {namespace}/{name} not found")
-        if same_progress((current.get("status") or {}).get("trainerStatus"), status):
+        have = (current.get("status") or {}).get("trainerStatus")
+        if same_progress(have, status) or is_stale(have, status):
             return False
         try:
             await self._api.merge_patch(
