@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 import aiohttp
 import pytest_asyncio
 from trainer_fixtures import TRAINJOBS
-from trainjob_helpers import TIMEOUT, example, finishing, shipped_runtimes
+from trainjob_helpers import TIMEOUT, example, finishing, is_true, shipped_runtimes
 
 from jobcontroller.runtime.kube import CONFIGMAPS, PODS, KubeApi
 from jobcontroller.testing.jobset import JOBSETS, JobSetController
@@ -263,3 +264,44 @@ async def test_reports_not_from_the_trainjobs_pods_are_refused(
         trainjob = await kube.get(TRAINJOBS, name, namespace=namespace)
         got = (trainjob.get("status") or {}).get("trainerStatus") or {}
         assert got.get("progressPercentage") == want, (name, got)
+
+
+async def test_a_busy_port_never_stops_training(
+    kube: KubeApi,
+    kubeconfig: str,
+    jobset: JobSetController,
+    shipped_runtimes: list[str],
+    namespace: str,
+) -> None:
+    """Two operators on one host (a test, a misconfigured flag): the endpoint that cannot
+    listen says so and retries; the operator runs on and TrainJobs complete. The runtime names
+    no service account, and this API server has no ServiceAccount admission plugin to name
+    one: the pods, with their projected token, are created all the same."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        settings = ProgressSettings(
+            port=busy.getsockname()[1],
+            bind_address="127.0.0.1",
+            namespace=namespace,
+            service="op",
+        )
+        controller = TrainJobController(progress=settings)
+        async with running(kubeconfig, controller, namespace=namespace) as op:
+            body = finishing(example("01-multi-node.yaml"))
+            body["metadata"]["name"] = "busy-port"
+            await kube.create(TRAINJOBS, body, namespace=namespace)
+            done = await wait_for(
+                kube,
+                TRAINJOBS,
+                "busy-port",
+                namespace=namespace,
+                timeout=TIMEOUT,
+                until=lambda t: is_true(t, "Complete"),
+                what="TrainJob Complete",
+            )
+            assert done is not None
+            server = controller.progress_server
+            assert server is not None and server.port is None  # never listened
+            assert server.cert is not None  # the pods got the env regardless
+            assert op.manager.healthy

@@ -173,6 +173,8 @@ def test_the_trainer_gets_upstreams_env_token_volume_and_ca() -> None:
         "path": "token",
     }
     assert ca["configMap"]["name"] == "tj-tls-config"
+    # A projected token needs a named service account (admission names `default` anyway).
+    assert pod["serviceAccountName"] == "default"
     [cm] = [
         a.body
         for a in plan.actions

@@ -132,12 +132,13 @@ class TrainJobController(Reconciler[TrainJob]):
         server = self.progress_server
         if (
             server is not None
-            and server.cert is None
+            and not server.first_attempt_done
             and time.monotonic() < self._progress_deadline
         ):
             # The endpoint's certificate is loading (one API call at start): a JobSet planned
-            # now would lack the progress env, and a suspended one would lose it. Past the
-            # deadline TrainJobs are planned without it: progress never holds training up.
+            # now would lack the progress env, and a suspended one would lose it. Once that
+            # call failed, or past the deadline, TrainJobs are planned without it: progress
+            # never holds training up.
             return _CERT_WAIT_RETRY
         return await super().reconcile(key)
 

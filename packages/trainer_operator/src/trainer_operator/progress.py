@@ -271,6 +271,20 @@ def inject_progress(info: Info, trainjob: Obj, *, server_base_url: str) -> None:
         upsert(container.env, env, by_name)
         upsert(container.volume_mounts, [mount], by_mount_path)
     upsert(ps.volumes, [_volume(trainjob)], by_name)
+    _name_service_account(info, ps.name)
+
+
+def _name_service_account(info: Info, pod_set: str) -> None:
+    """``serviceAccountName: default`` where the runtime names none, as the ServiceAccount
+    admission plugin would: the API server refuses a projected token in a pod without one
+    (where that plugin is off), and everywhere else the result is the same pod."""
+    for rjob in info.spec.get("replicatedJobs") or ():
+        if rjob.get("name") != pod_set:
+            continue
+        spec = rjob.setdefault("template", {}).setdefault("spec", {})
+        pod = spec.setdefault("template", {}).setdefault("spec", {})
+        if not pod.get("serviceAccountName") and not pod.get("serviceAccount"):
+            pod["serviceAccountName"] = "default"
 
 
 def ca_configmap(trainjob: Obj, *, ca_pem: str) -> Obj:

@@ -267,15 +267,32 @@ class ProgressServer:
         self.cert: ServingCert | None = None
         """Set once the certificate is loaded: the CA the pods get is ``cert.ca_pem``."""
         self.port: int | None = None
+        self.first_attempt_done = False
+        """Whether the certificate was asked for once (had or not): the controller holds
+        planning until then, so that JobSets get the progress env from the start."""
         app = web.Application(client_max_size=MAX_BODY_BYTES)
         app.router.add_post(status_path("{namespace}", "{name}"), self._report)
         self._app = app
         self._runner: web.AppRunner | None = None
 
     async def run(self) -> None:
+        """Serve until cancelled. Neither a certificate that cannot be had nor a port that
+        cannot be bound stops the operator: both are retried, and TrainJobs run meanwhile
+        (their pods get no progress env while there is no certificate)."""
         try:
             cert = await self._certificate()
-            await self.start(cert)
+            while True:
+                try:
+                    await self.start(cert)
+                    break
+                except OSError as exc:
+                    log.error(
+                        "the TrainJob progress endpoint cannot listen; retrying",
+                        port=self.settings.port,
+                        error=str(exc),
+                    )
+                    await self._close_runner()
+                    await asyncio.sleep(_CERT_RETRY_SECONDS)
             await asyncio.Event().wait()
         finally:
             await self.stop()
@@ -291,7 +308,6 @@ class ProgressServer:
         sock.setblocking(False)
         await web.SockSite(runner, sock, ssl_context=context).start()
         self.port = sock.getsockname()[1]
-        self.cert = cert
         log.info("serving TrainJob progress", port=self.port, url=self.base_url)
 
     @property
@@ -300,23 +316,31 @@ class ProgressServer:
 
     async def stop(self) -> None:
         await self.coalescer.close()
+        await self._close_runner()
+        await self._api.close()
+
+    async def _close_runner(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-        await self._api.close()
 
     async def _certificate(self) -> ServingCert:
         """The shared certificate; retried (progress is optional, training is not blocked)."""
         while True:
             try:
-                return await self._ensure_cert()
+                cert = await self._ensure_cert()
             except (ApiError, OSError, ValueError) as exc:
+                self.first_attempt_done = True
                 log.warning(
                     "no certificate for the TrainJob progress endpoint yet; retrying",
                     secret=f"{self.settings.namespace}/{self.settings.secret_name}",
                     error=str(exc),
                 )
                 await asyncio.sleep(_CERT_RETRY_SECONDS)
+                continue
+            self.cert = cert
+            self.first_attempt_done = True
+            return cert
 
     async def _ensure_cert(self) -> ServingCert:
         ns, name = self.settings.namespace, self.settings.secret_name
