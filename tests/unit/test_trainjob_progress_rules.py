@@ -300,3 +300,50 @@ async def test_junk_tokens_are_refused_without_asking_the_api_server() -> None:
     for header, code in cases.items():
         assert (await auth.authorize(header, "ns", "tj")).code == code, header
     assert auth.reviews == 0
+
+
+class _ReviewingApi:
+    """Answers TokenReviews (``authenticated`` as told) and pod reads; counts them."""
+
+    def __init__(self, *, authenticated: bool) -> None:
+        self.authenticated = authenticated
+        self.reviews = self.pod_reads = 0
+
+    async def create(self, resource: Any, body: Obj, **_: Any) -> Obj:
+        self.reviews += 1
+        user = {
+            "username": "system:serviceaccount:ns:default",
+            "extra": {
+                "authentication.kubernetes.io/pod-name": ["tj-node-0-0"],
+                "authentication.kubernetes.io/pod-uid": ["pod-uid"],
+            },
+        }
+        return {"status": {"authenticated": self.authenticated, "user": user}}
+
+    async def get(self, resource: Any, name: str, **_: Any) -> Obj:
+        self.pod_reads += 1
+        return {"metadata": {"name": name, "uid": "pod-uid"}}
+
+
+async def test_a_reporting_pod_costs_one_review_per_token_and_refusals_are_rechecked() -> None:
+    now = [1000.0]
+    api = _ReviewingApi(authenticated=True)
+    auth = TokenAuthorizer(api=api, pod_check=lambda *_: True, clock=lambda: now[0])  # type: ignore[arg-type]  # a stand-in answering the two calls
+    token = _jwt({"aud": [token_audience("ns", "tj")], "exp": 1000 + 3600})
+    for _ in range(100):
+        now[0] += 5
+        assert (await auth.authorize(f"Bearer {token}", "ns", "tj")).allowed
+    assert (api.reviews, api.pod_reads) == (1, 1)
+    now[0] = 1000 + 3600  # the token expired: refused without a review
+    assert (await auth.authorize(f"Bearer {token}", "ns", "tj")).code == 401
+    assert api.reviews == 1
+
+    api = _ReviewingApi(authenticated=False)
+    auth = TokenAuthorizer(api=api, pod_check=lambda *_: True, clock=lambda: now[0])  # type: ignore[arg-type]  # the same stand-in
+    now[0] = 1000.0
+    for _ in range(10):
+        assert (await auth.authorize(f"Bearer {token}", "ns", "tj")).code == 401
+    assert api.reviews == 1  # a refusal is remembered...
+    now[0] += 61
+    await auth.authorize(f"Bearer {token}", "ns", "tj")
+    assert api.reviews == 2  # ...for a minute

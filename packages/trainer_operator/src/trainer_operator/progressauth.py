@@ -11,7 +11,8 @@ every pod it makes so), where upstream accepts any pod of the namespace holding 
 
 Work is bounded whatever the callers send: a request whose token is not a JWT, is expired, or
 names another audience is refused before any API call; verdicts are cached per (token,
-TrainJob) for at most a minute (and never past the token's expiry), in a bounded LRU; and at
+TrainJob), an acceptance until the token expires (upstream, checking tokens locally, accepts a
+token until then too, its pod gone or not), a refusal for a minute, in a bounded LRU; and at
 most :data:`MAX_REVIEWS_IN_FLIGHT` reviews run at once (more are told to retry: 429).
 """
 
@@ -47,7 +48,11 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 
 CACHE_SECONDS = 60.0
-"""How long a verdict is reused: a deleted pod's token is refused at most this late."""
+"""How long a refusal is reused."""
+MAX_ALLOWED_SECONDS = 3600.0
+"""How long an acceptance is reused at most (never past the token's expiry): a pod reporting
+every few seconds costs one review and one pod read per token (the kubelet renews it after
+about 48 of its 60 minutes), not one a minute."""
 MAX_CACHED = 4096
 MAX_REVIEWS_IN_FLIGHT = 8
 
@@ -147,8 +152,10 @@ class TokenAuthorizer:
         async with self._reviews:
             verdict = await self._review(token, audience, namespace, name)
         if verdict.code in (200, 401, 403):
+            # Allowed: until the token expires (an hour at most), as upstream's local check
+            # accepts it; refused: a minute, so that a fixed cause is seen.
+            until = now + (MAX_ALLOWED_SECONDS if verdict.allowed else CACHE_SECONDS)
             exp = (claims or {}).get("exp")
-            until = now + CACHE_SECONDS
             if isinstance(exp, int | float):
                 until = min(until, float(exp))
             self._remember(key, until, verdict)

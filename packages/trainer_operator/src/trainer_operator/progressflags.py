@@ -48,6 +48,19 @@ def add_progress_flags(parser: argparse.ArgumentParser, *, service: str) -> None
         help="the base URL the pods are given instead (https://HOST:PORT)",
     )
     group.add_argument(
+        "--trainjob-status-qps",
+        type=_interval,
+        default=5.0,
+        help="QPS of the endpoint's own API client (its writes, token reviews and pod reads; "
+        "upstream's statusServer.qps; default 5)",
+    )
+    group.add_argument(
+        "--trainjob-status-burst",
+        type=_port,
+        default=10,
+        help="burst of that client (upstream's statusServer.burst; default 10)",
+    )
+    group.add_argument(
         "--trainjob-status-min-interval",
         type=_interval,
         default=DEFAULT_MIN_INTERVAL,
@@ -69,4 +82,6 @@ def progress_settings(settings: Settings) -> ProgressSettings | None:
         service=settings.flag("trainjob_status_service", str, "training-operator"),
         url=settings.flag("trainjob_status_url", str, ""),
         min_interval=settings.flag("trainjob_status_min_interval", float, DEFAULT_MIN_INTERVAL),
+        qps=settings.flag("trainjob_status_qps", float, 5.0),
+        burst=settings.flag("trainjob_status_burst", int, 10),
     )
