@@ -12,13 +12,13 @@ replica (upstream's status server, v2.3.0 pkg/statusserver), writing ``status.tr
 3. the report must fit the CRD (:func:`~trainer_operator.progress.parse_report`): 422 with the
    field named;
 4. the TrainJob must exist (404);
-5. the write is bounded per TrainJob, on each replica (:class:`Coalescer`): the first report in a quiet period
-   is written at once (200), later ones within :attr:`ProgressSettings.min_interval` seconds
-   are coalesced, the last one kept and written when the interval ends (202). A report that
-   changes nothing but the time is not written, nor one older than what another replica
-   stored meanwhile. The write is a merge patch of the status
-   subresource with a client of its own (5 QPS, burst 10: upstream's defaults), so reports
-   never spend the reconcilers' API budget.
+5. the write is bounded per TrainJob, on each replica (:class:`Coalescer`): the first report
+   in a quiet period is written at once (200), later ones within
+   :attr:`ProgressSettings.min_interval` seconds are coalesced, the last one kept and written
+   when the interval ends (202). A report that changes nothing but the time is not written,
+   nor one older than what another replica stored meanwhile. The write is a merge patch of
+   the status subresource with a client of its own (5 QPS, burst 10: upstream's defaults), so
+   reports never spend the reconcilers' API budget.
 
 Errors answer with a ``metav1.Status`` body as upstream's do.
 
