@@ -174,6 +174,30 @@ ROWS: list[tuple[str, list[Panel]]] = [
         ],
     ),
     (
+        "TrainJob progress",
+        [
+            (
+                "TrainJob progress (status.trainerStatus, unfinished TrainJobs)",
+                "percent",
+                [
+                    (
+                        "{{namespace}}/{{trainjob}}",
+                        "max by (namespace, trainjob) (trainjob_progress_percentage)",
+                    )
+                ],
+            ),
+            (
+                "Progress reports by code, and status writes (per second)",
+                "ops",
+                [
+                    ("{{code}}", "sum by (code) (rate(trainjob_status_reports_total[5m]))"),
+                    ("status writes", "sum(rate(trainjob_status_writes_total[5m]))"),
+                    ("coalesced", "sum(rate(trainjob_status_coalesced_reports_total[5m]))"),
+                ],
+            ),
+        ],
+    ),
+    (
         "API server",
         [
             (

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 import yaml
-from conftest import RUNTIMES, RealCluster
+from conftest import ROOT, RUNTIMES, RealCluster
 from realpods import PODS, TRAINER_REF, logs, on_real_node, wait_default_service_account
 from test_pytorch import scripts_configmap
 
 from jobcontroller.runtime.apitypes import EVENTS, Resource
-from jobcontroller.runtime.kube import ApiError, KubeApi
+from jobcontroller.runtime.kube import CONFIGMAPS, ApiError, KubeApi
 from jobcontroller.testing.images import JAX_REF, XGBOOST_REF
 from jobcontroller.testing.waiting import wait_for
 
@@ -205,6 +205,60 @@ async def test_torch_trainjob_two_nodes_two_processes_each_allreduce(
         "2:allreduce-node-0-1/1",
         "3:allreduce-node-0-1/1",
     ], placement.group(1)
+
+
+async def test_torch_trainjob_reports_progress_to_the_operator(
+    operators: RealCluster, kube: KubeApi, namespace: str
+) -> None:
+    """A torch loop reports each step through the stdlib helper (mounted beside the script),
+    over HTTPS to the deployed operator's Service with the pod's projected token: the
+    TrainJob's status shows the last report; the endpoint refused a report without a token and
+    an oversized one."""
+    await wait_default_service_account(kube, namespace)
+    helper = ROOT / "packages" / "kfjob" / "src" / "kfjob" / "progress_report.py"
+    cm = await scripts_configmap(kube, namespace, "torchrun_progress.py")
+    await kube.merge_patch(
+        CONFIGMAPS, cm, {"data": {"progress_report.py": helper.read_text()}}, namespace=namespace
+    )
+    runtime = local_runtime(
+        "torch_distributed.yaml", name="torch-local", image=TRAINER_REF, scripts=cm
+    )
+    trainer = {
+        "numNodes": 2,
+        "numProcPerNode": 1,
+        "command": [*TORCHRUN, "/scripts/torchrun_progress.py"],
+    }
+    _, by_host, outputs = await run_trainjob(
+        kube, namespace, name="progress", runtime=runtime, trainer=trainer
+    )
+    out = outputs[by_host["progress-node-0-0"]["metadata"]["name"]]
+    # Reports a second apart are coalesced to one write per 5 s: the last one may land after
+    # the TrainJob completed.
+    done = await wait_for(
+        kube,
+        TRAINJOBS,
+        "progress",
+        namespace=namespace,
+        until=lambda o: (
+            ((o.get("status") or {}).get("trainerStatus") or {}).get("progressPercentage") == 100
+        ),
+        timeout=30,
+        what="the last report in the status",
+    )
+    assert done is not None, out
+    status = done["status"].get("trainerStatus")
+    assert status is not None, out
+    assert status["progressPercentage"] == 100, (status, out)
+    assert status["estimatedRemainingSeconds"] == 0, status
+    assert [m["name"] for m in status["metrics"]] == ["loss", "step"], status
+    assert {"name": "step", "value": "6"} in status["metrics"], status
+    assert "REFUSED unauthenticated 401" in out, out
+    assert "REFUSED oversized 413" in out, out
+    env = node_env(by_host["progress-node-0-0"])
+    assert env["KUBEFLOW_TRAINER_SERVER_URL"] == (
+        "https://training-operator.kubeflow.svc:10443"
+        f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/progress/status"
+    ), env
 
 
 async def test_xgboost_trainjob_three_workers_allreduce_and_train_one_model(

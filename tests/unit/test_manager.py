@@ -575,3 +575,54 @@ def test_failed_reconciles_log_a_traceback_only_for_the_unexpected(
     [entry] = logs
     assert entry["log_level"] == level
     assert ("exc_info" in entry) is traceback
+
+
+async def test_a_service_runs_on_every_replica_until_the_drain_is_done() -> None:
+    """A framework's endpoint (TrainJob progress) serves while the replica stands by for the
+    Lease too, and is stopped only after the in-flight reconciles drained."""
+    log: list[str] = []
+    release = asyncio.Event()
+
+    async def slow(key: str) -> None:
+        await release.wait()
+        log.append(f"reconciled {key}")
+
+    async def service() -> None:
+        log.append("service started")
+        try:
+            await asyncio.Event().wait()
+        finally:
+            log.append("service stopped")
+
+    controller = FakeController(slow)
+    elector = FakeElector(log)
+    manager, _ = make_manager(controller, elector=elector)
+    manager.add_service("endpoint", service)
+    running = asyncio.create_task(manager.run())
+    await until(lambda: "service started" in log)
+    assert "acquired" not in log  # serving before (and without) the Lease
+    elector.grant.set()
+    await until(lambda: "acquired" in log)
+    assert controller.queue is not None
+    controller.queue.add("ns/a")
+    await until(lambda: controller.calls == ["ns/a"])
+    manager.stop()
+    await asyncio.sleep(0.05)
+    assert "service stopped" not in log  # still draining
+    release.set()
+    await asyncio.wait_for(running, timeout=5)
+    assert log.index("reconciled ns/a") < log.index("service stopped")
+
+
+async def test_a_service_that_dies_is_fatal() -> None:
+    async def ok(key: str) -> None:
+        return None
+
+    async def broken() -> None:
+        raise OSError("address already in use")
+
+    manager, _ = make_manager(FakeController(ok))
+    manager.add_service("endpoint", broken)
+    with pytest.raises(OSError, match="address already in use"):
+        await asyncio.wait_for(manager.run(), timeout=5)
+    assert not manager.healthy

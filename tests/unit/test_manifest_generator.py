@@ -15,7 +15,7 @@ import pytest
 
 from jax_operator.controller import JAXJobController
 from jobcontroller import JobController, Reconciler
-from jobcontroller.manifests import cluster_role_rules, deployment, rbac
+from jobcontroller.manifests import cluster_role_rules, deployment, rbac, served_ports, service
 from jobcontroller.testing import yamlfast
 from mpi_operator.controller import MPIJobController
 from paddle_operator.controller import PaddleJobController
@@ -75,6 +75,9 @@ def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
     }
 
 
+NAME = "training-operator"
+
+
 def test_committed_trainjob_rules_are_the_generated_ones() -> None:
     [cluster_role] = _docs(BASE / "clusterrole-trainer-operator.yaml")
     generated = rbac("trainer-operator", [TrainJobController()], namespace="kubeflow")
@@ -104,11 +107,16 @@ def test_all_in_one_rbac_is_the_union_of_the_generated_rules() -> None:
     for kind in ("ServiceAccount", "Role", "RoleBinding"):
         assert [d for d in docs if d["kind"] == kind] == [by_kind[kind]]
     [committed] = [d for d in docs if d["kind"] == "Deployment"]
-    expected = deployment("training-operator", namespace="kubeflow")
+    ports = served_ports(build_controllers())
+    assert ports == [("trainjob-status", 10443)]  # the TrainJob progress endpoint
+    expected = deployment("training-operator", namespace="kubeflow", ports=ports)
     # Seven kinds' informers in one process: more memory than one operator's.
     container = expected["spec"]["template"]["spec"]["containers"][0]
     container["resources"]["limits"]["memory"] = "768Mi"
     assert committed == expected
+    # The Service the TrainJob pods report progress through is the generated one.
+    [front] = [d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == NAME]
+    assert front == service(NAME, namespace="kubeflow", ports=ports)
 
 
 def test_rules_follow_what_a_controller_owns() -> None:

@@ -214,7 +214,13 @@ def test_metrics_services_scrape_the_metrics_port(
     overlay: tuple[str, list[Obj]], capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, objects = overlay
-    services = _of_kind(objects, "Service")
+    # The metrics Services (the ServiceMonitor's label); the all-in-one's TrainJob progress
+    # endpoint has a Service of its own.
+    services = [
+        s
+        for s in _of_kind(objects, "Service")
+        if s["metadata"]["labels"].get("app.kubernetes.io/component") == "metrics"
+    ]
     for deployment in _of_kind(objects, "Deployment"):
         pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
         selecting = [s for s in services if s["spec"]["selector"].items() <= pod_labels.items()]

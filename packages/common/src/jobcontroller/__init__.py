@@ -157,6 +157,8 @@ from jobcontroller.runtime.kube import (
     PODS,
     SECRETS,
     SERVICES,
+    ApiError,
+    KubeApi,
     Resource,
 )
 
@@ -208,6 +210,7 @@ __all__ = [
     "WAIT_FOR_MASTER_DNS_SCRIPT",
     "WAIT_FOR_MASTER_SCRIPT",
     "Action",
+    "ApiError",
     "Caches",
     "Child",
     "Children",
@@ -221,6 +224,7 @@ __all__ = [
     "GangFlavor",
     "JobController",
     "JobMetric",
+    "KubeApi",
     "LifecycleWords",
     "Obj",
     "Observed",

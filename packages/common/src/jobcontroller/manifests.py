@@ -11,13 +11,22 @@ events, and every kind in its ``owned_resources``.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from jobcontroller.controller import Reconciler
 from jobcontroller.core.types import SERVICE
 
-__all__ = ["DEFAULT_IMAGE", "cluster_role_rules", "crds", "operator_manifests", "to_yaml"]
+__all__ = [
+    "DEFAULT_IMAGE",
+    "cluster_role_rules",
+    "crds",
+    "operator_manifests",
+    "served_ports",
+    "service",
+    "to_yaml",
+]
 
 Obj = dict[str, Any]
 
@@ -87,6 +96,8 @@ def cluster_role_rules(controllers: Sequence[Reconciler[Any]]) -> list[Obj]:
         )
     if any(c.config.gang_scheduler_name for c in with_pods):
         rules += _GANG_RULES
+    for c in controllers:
+        rules += [copy.deepcopy(rule) for rule in c.extra_rules if rule not in rules]
     return rules
 
 
@@ -174,11 +185,39 @@ def rbac(name: str, controllers: Sequence[Reconciler[Any]], *, namespace: str) -
     ]
 
 
+def served_ports(controllers: Sequence[Reconciler[Any]]) -> list[tuple[str, int]]:
+    """The endpoints the controllers serve to the cluster's pods (their ``served_ports``)."""
+    return list(dict.fromkeys(p for c in controllers for p in c.served_ports))
+
+
+def service(name: str, *, namespace: str, ports: Sequence[tuple[str, int]]) -> Obj:
+    """The Service named after the operator, in front of every replica, for ``ports``."""
+    selector = _labels(name, **{"app.kubernetes.io/component": "controller"})
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace, "labels": _labels(name)},
+        "spec": {
+            "selector": selector,
+            "ports": [
+                {"name": port_name, "port": port, "targetPort": port_name, "protocol": "TCP"}
+                for port_name, port in ports
+            ],
+        },
+    }
+
+
 def deployment(
-    name: str, *, namespace: str, image: str = DEFAULT_IMAGE, args: Sequence[str] = ()
+    name: str,
+    *,
+    namespace: str,
+    image: str = DEFAULT_IMAGE,
+    args: Sequence[str] = (),
+    ports: Sequence[tuple[str, int]] = (),
 ) -> Obj:
     """Two replicas behind a Lease (the standby keeps warm caches), non-root with a read-only
-    root filesystem, JSON logs, metrics on 8080 and probes on 8081."""
+    root filesystem, JSON logs, metrics on 8080 and probes on 8081; ``ports``: more endpoints
+    (the TrainJob progress endpoint's 10443)."""
     selector = _labels(name, **{"app.kubernetes.io/component": "controller"})
     restricted = {
         "runAsNonRoot": True,
@@ -235,6 +274,7 @@ def deployment(
                             "ports": [
                                 {"name": "metrics", "containerPort": 8080},
                                 {"name": "health", "containerPort": 8081},
+                                *({"name": n, "containerPort": p} for n, p in ports),
                             ],
                             "livenessProbe": {
                                 "httpGet": {"path": "/healthz", "port": "health"},
@@ -285,11 +325,14 @@ def operator_manifests(
     ]
     if with_crds:
         objects += crds(controllers)
-    return [
-        *objects,
+    ports = served_ports(controllers)
+    objects += [
         *rbac(name, controllers, namespace=namespace),
-        deployment(name, namespace=namespace, image=image, args=args),
+        deployment(name, namespace=namespace, image=image, args=args, ports=ports),
     ]
+    if ports:
+        objects.append(service(name, namespace=namespace, ports=ports))
+    return objects
 
 
 def to_yaml(objects: Iterable[Obj]) -> str:

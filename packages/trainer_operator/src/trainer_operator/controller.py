@@ -19,8 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import time
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any, ClassVar
+
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from jobcontroller import (
     CONFIGMAPS,
@@ -36,6 +39,7 @@ from jobcontroller import (
     Reconciler,
     Resource,
     Settings,
+    Setup,
     crds_installed,
     has_ssh_key_pair,
     override,
@@ -45,6 +49,7 @@ from trainer_operator.api import TrainJob
 from trainer_operator.crd import trainer_crd
 from trainer_operator.planner import (
     CLUSTER_TRAINING_RUNTIME,
+    PROGRESS,
     RUNTIME,
     TRAINING_RUNTIME,
     plan_trainjob,
@@ -57,6 +62,14 @@ from trainer_operator.podgroups import (
     PRIORITY_CLASS,
     PRIORITY_CLASS_EXISTS,
     VOLCANO_KIND,
+)
+from trainer_operator.progress import ProgressEndpoint
+from trainer_operator.progressauth import TokenAuthorizer, jobset_pod_check
+from trainer_operator.progressserver import (
+    DEFAULT_PORT,
+    PROGRESS_RULES,
+    ProgressServer,
+    ProgressSettings,
 )
 from trainer_operator.snapshot import SNAPSHOT_SUFFIX
 
@@ -86,6 +99,10 @@ def installed_pod_groups(settings: Settings) -> frozenset[str]:
     return frozenset(
         kind for kind, crd in POD_GROUP_CRDS.items() if crds_installed(settings, [crd]) is not False
     )
+
+
+_CERT_WAIT_SECONDS = 30.0
+_CERT_WAIT_RETRY = 0.5
 
 
 def _finished(trainjob: Obj) -> bool:
@@ -128,13 +145,27 @@ class TrainJobController(Reconciler[TrainJob]):
         PRIORITY_CLASS: PRIORITY_CLASSES,
     }
     optional_crds = tuple(POD_GROUP_CRDS.values())
+    extra_rules: ClassVar[tuple[Obj, ...]] = PROGRESS_RULES
+    served_ports: ClassVar[tuple[tuple[str, int], ...]] = (("trainjob-status", DEFAULT_PORT),)
 
-    def __init__(self, *, pod_groups: Collection[str] = (), **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        config: PlanConfig | None = None,
+        pod_groups: Collection[str] = (),
+        progress: ProgressSettings | None = None,
+    ) -> None:
         """``pod_groups``: the PodGroup kinds (:data:`COSCHEDULING_KIND`,
         :data:`VOLCANO_KIND`) whose CRD is installed (:func:`installed_pod_groups`); only
-        those are watched and created."""
+        those are watched and created. ``progress``: serve the training-progress endpoint and
+        give the trainer's pods what they need to report to it (the ``trainer-operator``
+        command does by default); None: neither, as upstream without its TrainJobStatus
+        feature gate."""
         self.pod_groups = frozenset(k for k in pod_groups if k in POD_GROUP_CRDS)
-        super().__init__(**kwargs)
+        super().__init__(config=config)
+        self.progress_settings = progress
+        self.progress_server: ProgressServer | None = None
+        self._progress_deadline = 0.0
 
     @override
     def owned_kinds(self) -> Mapping[str, Resource]:
@@ -143,6 +174,72 @@ class TrainJobController(Reconciler[TrainJob]):
             for kind, resource in self.owned_resources.items()
             if kind not in POD_GROUP_CRDS or kind in self.pod_groups
         }
+
+    @override
+    async def reconcile(self, key: str) -> float | None:
+        server = self.progress_server
+        if (
+            server is not None
+            and not server.first_attempt_done
+            and time.monotonic() < self._progress_deadline
+        ):
+            # The endpoint's certificate is loading (one API call at start): a JobSet planned
+            # now would lack the progress env, and a suspended one would lose it. Once that
+            # call failed, or past the deadline, TrainJobs are planned without it: progress
+            # never holds training up.
+            return _CERT_WAIT_RETRY
+        return await super().reconcile(key)
+
+    @override
+    def on_setup(self, setup: Setup) -> None:
+        settings = self.progress_settings
+        if settings is None or setup.api is None or setup.add_service is None:
+            return
+        api = setup.api.with_limits(
+            qps=settings.qps, burst=settings.burst, user_agent="trainjob-status-server"
+        )
+        server = ProgressServer(
+            settings=settings,
+            api=api,
+            trainjobs=self.job_resource,
+            current=self.watch.job_store.get,
+            authorizer=TokenAuthorizer(api=api, pod_check=jobset_pod_check(self._jobset_uid)),
+            registry=setup.metrics.registry if setup.metrics is not None else None,
+        )
+        if setup.metrics is not None:
+            setup.metrics.on_scrape(self._progress_families)
+        self.progress_server = server
+        self._progress_deadline = time.monotonic() + _CERT_WAIT_SECONDS
+        setup.add_service("trainjob-status-server", server.run)
+
+    def _progress_families(self) -> list[Metric]:
+        """The progress of every unfinished TrainJob that reported one, read from the cache
+        at scrape time: no series outlives its TrainJob."""
+        gauge = GaugeMetricFamily(
+            "trainjob_progress_percentage",
+            "status.trainerStatus.progressPercentage of unfinished TrainJobs",
+            labels=["namespace", "trainjob"],
+        )
+        for trainjob in self.watch.jobs():
+            reported = ((trainjob.get("status") or {}).get("trainerStatus") or {}).get(
+                "progressPercentage"
+            )
+            if isinstance(reported, int) and not _finished(trainjob):
+                meta = trainjob["metadata"]
+                gauge.add_metric([str(meta.get("namespace") or ""), str(meta["name"])], reported)
+        return [gauge]
+
+    def _jobset_uid(self, namespace: str, name: str) -> str | None:
+        """The uid of the JobSet the TrainJob ``namespace/name`` controls (None: none)."""
+        trainjob = self.watch.job_store.get(namespace, name)
+        jobset = self.watch.get("JobSet", namespace, name)
+        if trainjob is None or jobset is None:
+            return None
+        uid = trainjob["metadata"].get("uid")
+        refs = jobset["metadata"].get("ownerReferences") or ()
+        if not any(r.get("controller") and r.get("uid") == uid for r in refs):
+            return None
+        return str(jobset["metadata"].get("uid") or "") or None
 
     @override
     def read_changed(self, kind: str, obj: Obj) -> Iterator[str]:
@@ -171,13 +268,18 @@ class TrainJobController(Reconciler[TrainJob]):
     def observed_extra(self, job: Obj) -> Mapping[str, Any]:
         ref = (job.get("spec") or {}).get("runtimeRef") or {}
         kind = runtime_kind(ref)
+        server = self.progress_server
+        progress = None
+        if server is not None and server.cert is not None:
+            progress = ProgressEndpoint(url=server.base_url, ca_pem=server.cert.ca_pem)
         if kind is None:
-            return {RUNTIME: None}
+            return {RUNTIME: None, PROGRESS: progress}
         namespace = "" if kind == CLUSTER_TRAINING_RUNTIME else job["metadata"].get("namespace")
         return {
             RUNTIME: self.watch.get(kind, str(namespace or ""), str(ref.get("name") or "")),
             POD_GROUP_KINDS: self.pod_groups,
             PRIORITY_CLASS_EXISTS: self._priority_class_exists,
+            PROGRESS: progress,
         }
 
     @override

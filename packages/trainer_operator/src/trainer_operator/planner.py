@@ -46,6 +46,7 @@ from trainer_operator.podgroups import (
     pod_group_errors,
 )
 from trainer_operator.policies import enforce_ml_policy
+from trainer_operator.progress import ProgressEndpoint, ca_configmap_action, inject_progress
 from trainer_operator.snapshot import (
     SnapshotProblem,
     read_snapshot,
@@ -70,6 +71,7 @@ from trainer_operator.validate import trainjob_errors
 __all__ = [
     "CLUSTER_TRAINING_RUNTIME",
     "MANAGED_BY_SELF",
+    "PROGRESS",
     "REASON_DEPRECATED",
     "REASON_NOT_SUPPORTED",
     "REASON_RESOURCES_FAILED",
@@ -96,6 +98,8 @@ DEPRECATION_POLICY_URL = (
 )
 RUNTIME = "runtime"
 """The key of :attr:`Observed.extra` holding the TrainJob's runtime (None: not cached)."""
+PROGRESS = "progress"
+"""The key of :attr:`Observed.extra` holding the progress endpoint (None: not served)."""
 JOBSET, CONFIGMAP, SECRET = "JobSet", "ConfigMap", "Secret"
 _EVENT_LIMIT = 950
 
@@ -261,6 +265,11 @@ def _objects(raw: Obj, observed: Observed, kind: str) -> _Objects:
             raise ResourcesProblem("; ".join(errors))
         enforce_ml_policy(info, raw)
         enforce_pod_group_policy(info, raw)
+        progress = observed.extra.get(PROGRESS)
+        if isinstance(progress, ProgressEndpoint):
+            inject_progress(info, raw, server_base_url=progress.url)
+            ca = ca_configmap_action(raw, observed, ca_pem=progress.ca_pem)
+            out.actions += [ca] if ca is not None else []
         desired = build_jobset(info, raw)
         hostfile = hostfile_configmap(info, raw)
         out.actions += pod_group_actions(info, raw, observed)

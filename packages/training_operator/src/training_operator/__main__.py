@@ -39,6 +39,7 @@ from pytorch_operator.__main__ import add_flags as add_pytorch_flags
 from pytorch_operator.__main__ import build_controller as pytorch_controller
 from tf_operator.controller import TFJobController
 from trainer_operator.controller import TrainJobController, installed_pod_groups
+from trainer_operator.progressflags import add_progress_flags, progress_settings
 from xgboost_operator.controller import XGBoostJobController
 
 NAME = "training-operator"
@@ -53,7 +54,9 @@ SCHEMES: dict[str, Callable[[PlanConfig, Settings], Reconciler[Any]]] = {
     "mpijob": lambda config, settings: MPIJobController(config=config),
     "paddlejob": lambda config, settings: PaddleJobController(config=config),
     "jaxjob": lambda config, settings: JAXJobController(config=config),
-    TRAINJOB: lambda config, settings: TrainJobController(config=config),
+    TRAINJOB: lambda config, settings: TrainJobController(
+        config=config, progress=progress_settings(settings)
+    ),
 }
 
 
@@ -82,6 +85,7 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "(case-insensitive); all when not given",
     )
     add_pytorch_flags(parser)
+    add_progress_flags(parser, service=NAME)
 
 
 def enabled(settings: Settings) -> list[str]:
@@ -142,7 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def build(config: PlanConfig, settings: Settings) -> list[Reconciler[Any]]:
         return [
-            TrainJobController(config=config, pod_groups=pod_groups)
+            TrainJobController(
+                config=config, pod_groups=pod_groups, progress=progress_settings(settings)
+            )
             if scheme == TRAINJOB
             else SCHEMES[scheme](config, settings)
             for scheme in enabled(settings)

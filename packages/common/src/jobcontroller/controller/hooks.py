@@ -8,13 +8,14 @@ metrics. ``JobController[JobT]`` inherits all of them; mark an override ``@overr
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
 from jobcontroller.api.crd import build_crd
 from jobcontroller.controller.watch import Caches
 from jobcontroller.core.types import CreateObject, FrameworkOf, JobMetric, JobT, Obj
+from jobcontroller.runtime.kube import KubeApi
 from jobcontroller.runtime.metrics import Metrics
 
 __all__ = ["ControllerHooks", "RuntimeHooks", "Setup"]
@@ -30,6 +31,12 @@ class Setup:
     """The operator's metrics (``registry``, ``on_scrape``); None when it serves none."""
     is_leader: Callable[[], bool]
     """Whether this replica leads now (always True without leader election)."""
+    api: KubeApi | None = None
+    """The operator's API client (its rate limit and write gate are the reconcilers'):
+    a framework endpoint that must write on every replica takes ``api.with_limits(...)``."""
+    add_service: Callable[[str, Callable[[], Coroutine[Any, Any, None]]], None] | None = None
+    """Runs a coroutine beside the controllers on every replica until shutdown (the
+    manager's :meth:`~jobcontroller.runtime.manager.Manager.add_service`)."""
 
 
 class RuntimeHooks:

@@ -132,6 +132,13 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
     optional_crds: ClassVar[tuple[str, ...]] = ()
     """CRDs the kind uses only where they are installed (a TrainJob's PodGroups), looked up
     before it starts: ``<operator> manifests`` grants ``get`` on those names too."""
+    extra_rules: ClassVar[tuple[Obj, ...]] = ()
+    """RBAC rules for what a framework's own components do besides reconciling (the TrainJob
+    progress endpoint's TokenReviews): ``<operator> manifests`` grants them as written."""
+    served_ports: ClassVar[tuple[tuple[str, int], ...]] = ()
+    """(name, port) of endpoints the framework serves to the cluster's pods (the TrainJob
+    progress endpoint): ``<operator> manifests`` opens them on the Deployment and puts a
+    Service named after the operator in front."""
 
     executor: Executor
     adoption: Adoption
@@ -235,7 +242,15 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         elector = manager.elector
         # Without leader election the one replica leads.
         leads = (lambda: True) if elector is None else elector.holds_lease
-        self.on_setup(Setup(caches=watch, metrics=manager.metrics, is_leader=leads))
+        self.on_setup(
+            Setup(
+                caches=watch,
+                metrics=manager.metrics,
+                is_leader=leads,
+                api=manager.api,
+                add_service=manager.add_service,
+            )
+        )
 
     def resync(self) -> None:
         """A new leadership term after a lost one: the reconciles of the old term were

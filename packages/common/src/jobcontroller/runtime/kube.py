@@ -225,6 +225,20 @@ class KubeApi:
             settings=settings,
         )
 
+    def with_limits(self, *, qps: float, burst: int, user_agent: str) -> KubeApi:
+        """Another client to the same cluster with a rate limit of its own and no write gate:
+        for a component that must not spend the reconcilers' budget and writes on every
+        replica (the TrainJob status server). Close it when done."""
+        return KubeApi(
+            self.config,
+            qps=qps,
+            burst=burst,
+            metrics=self._metrics,
+            user_agent=user_agent,
+            settings=self.settings,
+            connections=self._connections,
+        )
+
     def _client_session(self) -> aiohttp.ClientSession:
         """One session and connection pool, made on first use (inside the event loop). No
         ``trust_env``: the proxy was settled once, and aiohttp would otherwise look the

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
 import aiohttp
@@ -126,6 +126,8 @@ class Manager:
         if metrics is not None:
             metrics.on_scrape(self._queue_families)
         self._informer_tasks: list[asyncio.Task[None]] = []
+        self._services: list[tuple[str, Callable[[], Coroutine[Any, Any, None]]]] = []
+        self._service_tasks: list[asyncio.Task[None]] = []
         self._worker_tasks: list[asyncio.Task[None]] = []
         self._renew_task: asyncio.Task[None] | None = None
         self._running = False
@@ -194,6 +196,15 @@ class Manager:
             m.max_concurrent_reconciles.labels(name).set(self.workers)
         return queue
 
+    def add_service(self, name: str, run: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run ``run()`` beside the informers on every replica, leader or not, from the start
+        of :meth:`run` until shutdown (it is cancelled after the workers drained). It should
+        run until cancelled: its end, or its error, is fatal, like an informer's. A framework's
+        own endpoint (the TrainJob status server) is one."""
+        if self._running:
+            raise RuntimeError("services must be added before Manager.run")
+        self._services.append((name, run))
+
     @property
     def informers(self) -> list[Informer]:
         return list(self._informers.values())
@@ -258,6 +269,8 @@ class Manager:
         failure: BaseException | None = None
         try:
             self.events.start()
+            for name, run in self._services:
+                self._service_tasks.append(self._spawn(run(), f"service:{name}"))
             for informer in self._informers.values():
                 self._informer_tasks.append(
                     self._spawn(informer.run(), f"informer:{informer.name}")
@@ -516,6 +529,10 @@ class Manager:
             await asyncio.wait({renew})
         if self.elector is not None and not lost:
             await self.elector.release()
+        for task in self._service_tasks:
+            task.cancel()
+        if self._service_tasks:
+            await asyncio.wait(self._service_tasks)
         for informer in self._informers.values():
             informer.stop()
         if self._informer_tasks:

@@ -1,0 +1,93 @@
+"""The TrainJob progress endpoint's certificate: a CA of its own and a serving certificate it
+signs, for the operator Service's names.
+
+Upstream serves the endpoint with its webhook's certificate (cert-manager's, or its internal
+rotator's); this operator has no webhook, so it makes one pair at first start and keeps it in
+a Secret, where every replica finds the same one. ECDSA P-256; valid ten years; there is no
+rotation: deleting the Secret and restarting the operator makes a new pair, which TrainJobs
+created afterwards get (running pods keep the CA they mounted).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+__all__ = ["ServingCert", "new_serving_cert"]
+
+_VALIDITY = dt.timedelta(days=3650)
+
+
+@dataclass(frozen=True, slots=True)
+class ServingCert:
+    ca_pem: str
+    cert_pem: str
+    key_pem: str
+
+
+def _san(host: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
+
+
+def new_serving_cert(*, hosts: list[str], now: dt.datetime) -> ServingCert:
+    """A fresh CA and a serving certificate for ``hosts`` (DNS names or IPs) signed by it."""
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "trainjob-status-ca")])
+    start, end = now - dt.timedelta(minutes=5), now + _VALIDITY
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0] if hosts else "")])
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName([_san(h) for h in hosts]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    return ServingCert(
+        ca_pem=ca.public_bytes(pem).decode(),
+        cert_pem=cert.public_bytes(pem).decode(),
+        key_pem=key.private_bytes(
+            pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        ).decode(),
+    )
