@@ -12,7 +12,6 @@ from tfjobs import (
     TFJOBS,
     Obj,
     condition,
-    events,
     has,
     pods,
     replica,
@@ -21,9 +20,9 @@ from tfjobs import (
     wait_pods,
 )
 
-from jobcontroller.runtime.kube import PODS, KubeApi
+from jobcontroller.runtime.kube import EVENTS, PODS, KubeApi
 from jobcontroller.testing.operator import running
-from jobcontroller.testing.waiting import wait_for
+from jobcontroller.testing.waiting import wait_for, wait_for_list
 from tf_operator.controller import TFJobController
 
 
@@ -71,8 +70,17 @@ async def test_foreign_pod_with_a_replica_name_is_left_alone_and_reported(
         assert "clash-worker-0" in created["message"]
         assert "already exists" in created["message"]
         assert not has(job, "Failed")
-        warnings = [e for e in await events(kube, ns) if e["type"] == "Warning"]
-        assert any("clash-worker-0" in e["message"] for e in warnings), warnings
+        # The Warning event is recorded beside the status write, not before it: wait for it.
+        await wait_for_list(
+            kube,
+            EVENTS,
+            namespace=ns,
+            until=lambda items: any(
+                e["type"] == "Warning" and "clash-worker-0" in e["message"] for e in items
+            ),
+            timeout=30,
+            what="a Warning event naming clash-worker-0",
+        )
 
         # Untouched: same object, no owner, its own labels and spec.
         now = (await pods(kube, ns))["clash-worker-0"]
