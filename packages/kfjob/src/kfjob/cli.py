@@ -6,9 +6,12 @@
 ``rich`` (:mod:`kfjob.tables`): colours and the live display only on a terminal, never with
 ``NO_COLOR`` set; piped output is plain text, one line per change.
 
-Exit status: 0 success (a job that Succeeded, for ``wait`` and ``submit --wait``), 1 the job
-Failed or render refused it, 2 bad usage, 3 a wait timed out, 4 an API error (not found,
-forbidden, refused at admission).
+TrainJobs (``trainer.kubeflow.org``, :mod:`kfjob.trainjobs`) are served by ``submit``, ``get``,
+``list``, ``describe`` and ``wait``, with the trainer's reported progress as a bar.
+
+Exit status: 0 success (a job that Succeeded, or a TrainJob Complete, for ``wait`` and
+``submit --wait``), 1 the job Failed or render refused it, 2 bad usage, 3 a wait timed out, 4 an
+API error (not found, forbidden, refused at admission).
 """
 
 from __future__ import annotations
@@ -25,15 +28,15 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from jobcontroller.api import JobModel, format_time
+from jobcontroller.api import JobModel
 from kfjob.client import (
     ApiFailure,
     JobClient,
     JobFailedError,
     NoCluster,
     Progress,
-    job_state,
 )
+from kfjob.describe import describe
 from kfjob.kinds import KINDS, UnknownKind, kind_for
 from kfjob.migrate.command import add_migrate_command
 from kfjob.render import (
@@ -46,18 +49,25 @@ from kfjob.render import (
     to_yaml,
 )
 from kfjob.tables import (
-    age,
     duration,
     err_console,
-    exit_info,
     failure_lines,
     jobs_table,
     out_console,
     progress_line,
     replica_table,
-    state_text,
+    trainjob_failure_lines,
+    trainjob_jobs_table,
+    trainjob_progress_line,
+)
+from kfjob.trainjobs import (
+    TrainJobFailedError,
+    TrainJobProgress,
+    TrainJobs,
+    is_trainjob,
 )
 from kfjob.ui.command import add_ui_command
+from trainer_operator.api import TrainJob
 
 __all__ = ["main"]
 
@@ -80,14 +90,30 @@ def _client(args: argparse.Namespace, kind: str | None = None) -> JobClient:
     )
 
 
-def _resolve(client: JobClient, ref: str, kind: str | None) -> tuple[str, str]:
-    """``KIND/NAME`` or ``NAME`` (with ``--kind``, or looked up across every kind)."""
+def _kind_name(name: str) -> str:
+    if is_trainjob(name):
+        return TrainJob.KIND
+    try:
+        return kind_for(name).kind
+    except UnknownKind as exc:
+        raise UnknownKind(f"{exc}, {TrainJob.KIND}") from exc
+
+
+def _resolve(
+    client: JobClient, ref: str, kind: str | None, *, trainjobs: bool = True
+) -> tuple[str, str]:
+    """``KIND/NAME`` or ``NAME`` (with ``--kind``, or looked up across every kind; TrainJobs
+    too unless the command does not serve them)."""
     if "/" in ref:
-        k, _, name = ref.partition("/")
-        return kind_for(k).kind, name
+        kind, _, ref = ref.partition("/")
     if kind:
-        return kind_for(kind).kind, ref
+        found_kind = _kind_name(kind)
+        if found_kind == TrainJob.KIND and not trainjobs:
+            raise _Usage("this command does not serve TrainJobs (get, describe and wait do)")
+        return found_kind, ref
     found = [j.kind for j in client.list(all_kinds=True) if j.name == ref]
+    if trainjobs:
+        found += [j.KIND for j in TrainJobs(client).list(missing_ok=True) if j.name == ref]
     if not found:
         raise ApiFailure(404, f'no job named "{ref}" in namespace {client.namespace}')
     if len(found) > 1:
@@ -144,15 +170,25 @@ def cmd_submit(args: argparse.Namespace) -> int:
     docs = load_documents(text, source=args.file)
     if args.wait and len(docs) != 1:
         raise _Usage("--wait takes a file with one job")
-    created: list[JobModel[Any]] = []
+    created: list[JobModel[Any] | TrainJob] = []
     for doc in docs:
-        job = client.create(doc, namespace=args.namespace)
-        out_console().print(f"{job.kind.lower()}.{job.GROUP}/{job.name} created")
+        job: JobModel[Any] | TrainJob
+        if doc.get("kind") == TrainJob.KIND:
+            served = TrainJob.api_version_string()
+            if doc.get("apiVersion") != served:
+                raise UnknownKind(
+                    f"{doc.get('apiVersion') or '(no apiVersion)'} TrainJob is not served: "
+                    f"trainer-operator serves {served} TrainJob"
+                )
+            job = TrainJobs(client).create(doc, namespace=args.namespace)
+        else:
+            job = client.create(doc, namespace=args.namespace)
+        out_console().print(f"{job.KIND.lower()}.{job.GROUP}/{job.name} created")
         created.append(job)
     if not args.wait:
         return 0
-    job = created[0]
-    return _wait(client, job.kind, job.name, job.namespace, args.timeout, args.interval)
+    first = created[0]
+    return _wait(client, first.KIND, first.name, first.namespace, args.timeout, args.interval)
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
@@ -164,6 +200,8 @@ def cmd_wait(args: argparse.Namespace) -> int:
 def _wait(
     client: JobClient, kind: str, name: str, namespace: str, timeout: float, interval: float
 ) -> int:
+    if kind == TrainJob.KIND:
+        return _wait_trainjob(client, name, namespace, timeout, interval)
     out, err = out_console(), err_console()
     live: Live | None = None
     last = ""
@@ -198,15 +236,68 @@ def _wait(
     return 0
 
 
+def _wait_trainjob(
+    client: JobClient, name: str, namespace: str, timeout: float, interval: float
+) -> int:
+    """``_wait`` for a TrainJob: its JobSet's counts and the trainer's progress bar."""
+    out, err = out_console(), err_console()
+    trainjobs = TrainJobs(client)
+    live: Live | None = None
+    last = ""
+
+    def show(p: TrainJobProgress) -> None:
+        nonlocal last
+        line = trainjob_progress_line(p.job, p.elapsed)
+        if live is not None:
+            live.update(Group(Text(line), trainjob_jobs_table(p.job)))
+        elif line.split("] ", 1)[1] != last:  # plain output: one line per change
+            last = line.split("] ", 1)[1]
+            out.print(line, markup=False)
+
+    def wait() -> TrainJob:
+        return trainjobs.wait(
+            name, namespace=namespace, timeout=timeout, polling_interval=interval, callback=show
+        )
+
+    try:
+        if out.is_terminal:
+            with Live(Text("waiting..."), console=out, refresh_per_second=4) as live:
+                job = wait()
+        else:
+            job = wait()
+    except TrainJobFailedError as exc:
+        for line in trainjob_failure_lines(trainjobs, exc.job):
+            err.print(line, markup=False)
+        return EXIT_FAILED
+    except TimeoutError as exc:
+        err.print(f"timed out: {exc}", markup=False)
+        return EXIT_TIMEOUT
+    out.print(f"TrainJob {job.namespace}/{job.name} Complete after {duration(job)}")
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     client = _client(args)
+    jobs: list[JobModel[Any] | TrainJob] = []
     if getattr(args, "job", None):
         kind, name = _resolve(client, args.job, args.kind)
-        jobs = [client.get(name, job_kind=kind)]
+        if kind == TrainJob.KIND:
+            jobs.append(TrainJobs(client).get(name))
+        else:
+            jobs.append(client.get(name, job_kind=kind))
+    elif is_trainjob(args.kind):
+        jobs += TrainJobs(client).list(all_namespaces=args.all_namespaces)
     else:
-        jobs = client.list(
-            job_kind=args.kind, all_kinds=args.kind is None, all_namespaces=args.all_namespaces
+        jobs += client.list(
+            job_kind=_kind_name(args.kind) if args.kind else None,
+            all_kinds=args.kind is None,
+            all_namespaces=args.all_namespaces,
         )
+        if args.kind is None:
+            jobs += TrainJobs(client).list(all_namespaces=args.all_namespaces, missing_ok=True)
+            jobs.sort(
+                key=lambda j: (str(j.metadata.get("creationTimestamp") or ""), j.KIND, j.name)
+            )
     if args.output == "yaml":
         sys.stdout.write(to_yaml(j.to_dict() for j in jobs))
     elif args.output == "json":
@@ -223,85 +314,12 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_describe(args: argparse.Namespace) -> int:
     client = _client(args)
     kind, name = _resolve(client, args.job, args.kind)
-    job = client.get(name, job_kind=kind)
-    out = out_console()
-    created = job.metadata.get("creationTimestamp")
-    head = Table.grid(padding=(0, 2))
-    head.add_column(style="bold")
-    head.add_column()
-    head.add_row("Name:", f"{job.kind} {job.namespace}/{job.name}")
-    head.add_row("State:", state_text(job_state(job)))
-    head.add_row(
-        "Created:",
-        f"{created or '-'} ({age(created)} ago)",
-    )
-    start, end = job.status.start_time, job.status.completion_time
-    head.add_row("Started:", format_time(start) if start else "-")
-    head.add_row("Completed:", format_time(end) if end else "-")
-    head.add_row("Duration:", duration(job))
-    out.print(head)
-
-    out.print(Text("\nConditions:", style="bold"))
-    conds = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    for c in ("TYPE", "STATUS", "REASON", "AGE", "MESSAGE"):
-        conds.add_column(c, no_wrap=c != "MESSAGE")
-    for cond in job.status.conditions:
-        conds.add_row(
-            cond.type,
-            cond.status,
-            cond.reason or "",
-            age(cond.last_transition_time.isoformat() if cond.last_transition_time else None),
-            cond.message or "",
-        )
-    out.print(conds)
-
-    out.print(Text("\nReplicas:", style="bold"))
-    out.print(replica_table(job))
-
-    out.print(Text("\nPods:", style="bold"))
-    pods = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    for c in ("NAME", "PHASE", "EXIT", "REASON", "RESTARTS", "NODE", "AGE"):
-        pods.add_column(c, no_wrap=True)
-    for pod in client.get_pods(name, job.namespace):
-        code, reason, restarts = exit_info(pod)
-        pods.add_row(
-            str(pod["metadata"]["name"]),
-            str((pod.get("status") or {}).get("phase") or "-"),
-            code or "-",
-            reason or "-",
-            str(restarts),
-            str((pod.get("spec") or {}).get("nodeName") or "-"),
-            age(pod["metadata"].get("creationTimestamp")),
-        )
-    out.print(pods)
-
-    out.print(Text("\nEvents:", style="bold"))
-    events = client.events(name, job.namespace, kind)[-args.events :]
-    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
-    for c in ("AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"):
-        table.add_column(c, no_wrap=c != "MESSAGE")
-    for ev in events:
-        obj = ev.get("involvedObject") or {}
-        when = (
-            ev.get("lastTimestamp")
-            or ev.get("eventTime")
-            or ev["metadata"].get("creationTimestamp")
-        )
-        count = int(ev.get("count") or 1)
-        table.add_row(
-            age(when) + (f" (x{count})" if count > 1 else ""),
-            Text(str(ev.get("type") or ""), style="yellow" if ev.get("type") == "Warning" else ""),
-            str(ev.get("reason") or ""),
-            f"{str(obj.get('kind', '')).lower()}/{obj.get('name', '')}",
-            str(ev.get("message") or ""),
-        )
-    out.print(table if events else Text("  <none>"))
-    return 0
+    return describe(client, kind=kind, name=name, events=args.events)
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
     client = _client(args)
-    kind, name = _resolve(client, args.job, args.kind)
+    kind, name = _resolve(client, args.job, args.kind, trainjobs=False)
     if args.follow:
         for line in client.follow_logs(
             name, None, kind, args.replica_type, args.index, args.container
@@ -319,7 +337,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     client = _client(args)
-    kind, name = _resolve(client, args.job, args.kind)
+    kind, name = _resolve(client, args.job, args.kind, trainjobs=False)
     client.delete(name, job_kind=kind)
     out_console().print(f"{kind.lower()}.kubeflow.org/{name} deleted")
     return 0
@@ -327,7 +345,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 def cmd_suspend(args: argparse.Namespace) -> int:
     client = _client(args)
-    kind, name = _resolve(client, args.job, args.kind)
+    kind, name = _resolve(client, args.job, args.kind, trainjobs=False)
     if args.command == "suspend":
         client.suspend(name, job_kind=kind)
     else:
@@ -344,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kfjob",
         description="Render, submit, follow and explain Kubeflow training jobs "
-        f"({', '.join(k.kind for k in KINDS)}).",
+        f"({', '.join(k.kind for k in KINDS)}, {TrainJob.KIND}).",
     )
     # The connection flags work before and after the command (kfjob -n x get, kfjob get -n x).
     common = argparse.ArgumentParser(add_help=False)

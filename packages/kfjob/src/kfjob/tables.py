@@ -15,6 +15,8 @@ from rich.text import Text
 
 from jobcontroller.api import JobModel
 from kfjob.client import ApiFailure, JobClient, job_state, parse_time
+from kfjob.trainjobs import TrainJobs, finished_at, trainjob_state
+from trainer_operator.api import TrainerStatus, TrainJob
 
 __all__ = [
     "STATE_STYLE",
@@ -27,10 +29,17 @@ __all__ = [
     "human",
     "jobs_table",
     "out_console",
+    "progress_bar",
     "progress_line",
     "replica_table",
     "state_text",
+    "trainjob_failure_lines",
+    "trainjob_jobs_table",
+    "trainjob_progress_line",
 ]
+
+#: A job as the CLI lists it: a v1 kind's model or a TrainJob.
+AnyJob = JobModel[Any] | TrainJob
 
 
 def console(*, stderr: bool = False) -> Console:
@@ -74,7 +83,14 @@ def age(value: object) -> str:
     return human((now() - when).total_seconds()) if when else "-"
 
 
-def duration(job: JobModel[Any]) -> str:
+def duration(job: AnyJob) -> str:
+    """Start to completion (or now); a TrainJob records neither, so creation to its Complete
+    or Failed condition (or now)."""
+    if isinstance(job, TrainJob):
+        created = parse_time(job.metadata.get("creationTimestamp"))
+        if created is None:
+            return "-"
+        return human(((finished_at(job) or now()) - created).total_seconds())
     start = job.status.start_time
     if start is None:
         return "-"
@@ -82,7 +98,14 @@ def duration(job: JobModel[Any]) -> str:
     return human((end - start).total_seconds())
 
 
-def totals(job: JobModel[Any]) -> tuple[int, int, int]:
+def totals(job: AnyJob) -> tuple[int, int, int]:
+    if isinstance(job, TrainJob):
+        parts = job.trainjob_status.jobs_status or []
+        return (
+            sum(s.active for s in parts),
+            sum(s.succeeded for s in parts),
+            sum(s.failed for s in parts),
+        )
     statuses = job.status.replica_statuses.values()
     return (
         sum(s.active for s in statuses),
@@ -93,6 +116,7 @@ def totals(job: JobModel[Any]) -> tuple[int, int, int]:
 
 STATE_STYLE = {
     "Succeeded": "green",
+    "Complete": "green",
     "Failed": "red",
     "Running": "cyan",
     "Restarting": "yellow",
@@ -104,19 +128,35 @@ def state_text(state: str) -> Text:
     return Text(state, style=STATE_STYLE.get(state, ""))
 
 
-def jobs_table(jobs: Sequence[JobModel[Any]], *, namespaces: bool) -> Table:
+def state_of(job: AnyJob) -> str:
+    return trainjob_state(job) if isinstance(job, TrainJob) else job_state(job)
+
+
+def trainer_progress(job: AnyJob) -> str:
+    """A TrainJob's progress bar; empty for one that reported none, and for the v1 kinds."""
+    if not isinstance(job, TrainJob):
+        return ""
+    return progress_bar(job.trainjob_status.trainer_status)
+
+
+def jobs_table(jobs: Sequence[AnyJob], *, namespaces: bool) -> Table:
+    """kubectl-style rows; a PROGRESS column (last) only when some TrainJob reported progress,
+    so a listing of v1 jobs reads as it always has."""
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     columns = ["KIND", "NAME", "STATE", "ACTIVE", "SUCCEEDED", "FAILED", "AGE", "DURATION"]
     if namespaces:
         columns.insert(0, "NAMESPACE")
+    bars = [trainer_progress(job) for job in jobs]
+    if any(bars):
+        columns.append("PROGRESS")
     for c in columns:
         table.add_column(c, no_wrap=True)
-    for job in jobs:
+    for job, bar in zip(jobs, bars, strict=True):
         active, succeeded, failed = totals(job)
         row: list[str | Text] = [
-            job.kind,
+            job.KIND,
             job.name,
-            state_text(job_state(job)),
+            state_text(state_of(job)),
             str(active),
             str(succeeded),
             str(failed),
@@ -125,6 +165,8 @@ def jobs_table(jobs: Sequence[JobModel[Any]], *, namespaces: bool) -> Table:
         ]
         if namespaces:
             row.insert(0, job.namespace)
+        if any(bars):
+            row.append(Text(bar))  # literal: the bar's brackets are not markup
         table.add_row(*row)
     return table
 
@@ -187,3 +229,94 @@ def exit_info(pod: dict[str, Any]) -> tuple[str, str, int]:
         if term and (not code or term.get("exitCode")):
             code, reason = str(term.get("exitCode")), str(term.get("reason") or "")
     return code, reason, restarts
+
+
+# ----------------------------------------------------------------------------- TrainJob
+
+BAR_WIDTH = 20
+#: Room for metrics after the bar: a model may report up to 256 of them, 64 characters a name
+#: and a value, and a line must still fit a terminal.
+METRICS_WIDTH = 40
+
+
+def progress_bar(
+    status: TrainerStatus | None, *, width: int = BAR_WIDTH, metrics_width: int = METRICS_WIDTH
+) -> str:
+    """``[#########-----------] 45%  ETA 2m10s  loss=0.21``: each part only when reported,
+    empty when nothing is. The bar fills by whole cells, rounded down (full only at 100%)."""
+    if status is None:
+        return ""
+    parts = []
+    pct = status.progress_percentage
+    if pct is not None:
+        pct = min(100, max(0, pct))
+        filled = pct * width // 100
+        parts.append(f"[{'#' * filled}{'-' * (width - filled)}] {pct}%")
+    if status.estimated_remaining_seconds is not None:
+        parts.append(f"ETA {human(status.estimated_remaining_seconds)}")
+    shown = metrics_text([(m.name, m.value) for m in status.metrics or ()], width=metrics_width)
+    if shown:
+        parts.append(shown)
+    return "  ".join(parts)
+
+
+def metrics_text(metrics: Sequence[tuple[str, str]], *, width: int = METRICS_WIDTH) -> str:
+    """``loss=0.21 acc=0.93 +3``: the metrics in the order reported, as many as fit in
+    ``width`` characters, then how many more there are; a first one too long alone is cut."""
+    out: list[str] = []
+    used = 0
+    for name, value in metrics:
+        item = f"{name}={value}"
+        if not out and len(item) > width:
+            item = item[: max(0, width - 3)] + "..."
+        elif used + len(item) + (1 if out else 0) > width:
+            break
+        used += len(item) + (1 if out else 0)
+        out.append(item)
+    more = len(metrics) - len(out)
+    return " ".join(out) + (f" +{more}" if more else "")
+
+
+def trainjob_counts(job: TrainJob) -> str:
+    """Per replicated job of its JobSet: active/succeeded/failed jobs."""
+    return "  ".join(
+        f"{s.name} {s.active}/{s.succeeded}/{s.failed}"
+        for s in job.trainjob_status.jobs_status or ()
+    )
+
+
+def trainjob_progress_line(job: TrainJob, elapsed: float) -> str:
+    head = f"[{human(elapsed):>5}] TrainJob {job.name} {trainjob_state(job)}"
+    tail = [p for p in (trainjob_counts(job), trainer_progress(job)) if p]
+    return "  ".join([head, *tail])
+
+
+def trainjob_jobs_table(job: TrainJob) -> Table:
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
+    for c in ("REPLICATED JOB", "READY", "ACTIVE", "SUCCEEDED", "FAILED", "SUSPENDED"):
+        table.add_column(c, no_wrap=True)
+    for s in job.trainjob_status.jobs_status or ():
+        table.add_row(
+            s.name, str(s.ready), str(s.active), str(s.succeeded), str(s.failed), str(s.suspended)
+        )
+    return table
+
+
+def trainjob_failure_lines(trainjobs: TrainJobs, job: TrainJob) -> list[str]:
+    cond = job.trainjob_status.condition("Failed")
+    lines = [
+        f"TrainJob {job.namespace}/{job.name} Failed: "
+        f"{(cond.reason if cond else '') or '-'}: {(cond.message if cond else '') or '-'}"
+    ]
+    try:
+        pods = trainjobs.pods(job.name, namespace=job.namespace)
+    except ApiFailure:
+        return lines
+    for pod in pods:
+        code, reason, restarts = exit_info(pod)
+        if (pod.get("status") or {}).get("phase") == "Failed" or (code not in ("", "0")):
+            lines.append(
+                f"  pod {pod['metadata']['name']}: exit code {code or '-'}"
+                f" ({reason or '-'}), restarts {restarts}"
+            )
+    return lines
