@@ -133,7 +133,7 @@ class TrainJobs:
         all_namespaces: bool = False,
         missing_ok: bool = False,
     ) -> builtins.list[TrainJob]:
-        """The TrainJobs; none when ``missing_ok`` and the trainer CRDs are not installed."""
+        """The TrainJobs, oldest first; none when ``missing_ok`` and the trainer CRDs are not installed."""
         try:
             if all_namespaces:
                 resp = self.client.custom.list_cluster_custom_object(
@@ -152,7 +152,9 @@ class TrainJobs:
                 return []
             raise _failure(exc) from exc
         items = _json(resp).get("items") or []
-        return [TrainJob.parse(item) for item in items if isinstance(item, dict)]
+        out = [TrainJob.parse(item) for item in items if isinstance(item, dict)]
+        out.sort(key=lambda j: (str(j.metadata.get("creationTimestamp") or ""), j.name))
+        return out
 
     def pods(self, name: str, *, namespace: str | None = None) -> builtins.list[Obj]:
         """The pods of the TrainJob's JobSet (named after the TrainJob)."""

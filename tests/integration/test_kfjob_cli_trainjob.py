@@ -1,0 +1,206 @@
+"""The ``kfjob`` CLI on TrainJobs against the local API server with the trainer CRDs: a TrainJob
+submitted from YAML, its status written through the status subresource as the operator writes
+it (conditions, jobsStatus, the trainer's reported progress; no controller needed), and
+``get``, ``describe``, ``wait`` and ``submit --wait`` showing the progress bar and exiting 0 on
+Complete, 1 on Failed. Run as a user runs it (test_kfjob_cli.py's ``kfjob``: a subprocess,
+output piped, NO_COLOR)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from test_kfjob_cli import KFJOB, kfjob
+from trainer_fixtures import TRAINJOBS, trainjob
+
+from jobcontroller.api import format_time
+from jobcontroller.runtime.kube import KubeApi
+from jobcontroller.testing.waiting import wait_for
+
+Obj = dict[str, Any]
+
+
+def now() -> str:
+    return format_time(dt.datetime.now(dt.UTC))
+
+
+def condition(ctype: str, reason: str, message: str = "") -> Obj:
+    return {
+        "type": ctype,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now(),
+    }
+
+
+def jobs(active: int, succeeded: int = 0, failed: int = 0) -> list[Obj]:
+    return [
+        {
+            "name": "node",
+            "ready": active,
+            "active": active,
+            "succeeded": succeeded,
+            "failed": failed,
+            "suspended": 0,
+        }
+    ]
+
+
+def trainer(pct: int, eta: int, loss: str) -> Obj:
+    return {
+        "progressPercentage": pct,
+        "estimatedRemainingSeconds": eta,
+        "metrics": [{"name": "loss", "value": loss}, {"name": "accuracy", "value": "0.93"}],
+        "lastUpdatedTime": now(),
+    }
+
+
+async def write_status(kube: KubeApi, namespace: str, name: str, status: Obj) -> None:
+    await kube.merge_patch(
+        TRAINJOBS, name, {"status": status}, namespace=namespace, subresource="status"
+    )
+
+
+async def submit(kubeconfig: str, namespace: str, tmp_path: Path, name: str) -> None:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(trainjob(name)))
+    code, out, err = await kfjob(kubeconfig, "submit", str(path), "-n", namespace)
+    assert code == 0, err
+    assert out.strip() == f"trainjob.trainer.kubeflow.org/{name} created"
+
+
+async def test_get_and_describe_show_the_progress_bar(
+    kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    await submit(kubeconfig, namespace, tmp_path, "quiet")
+    code, out, err = await kfjob(kubeconfig, "get", "-n", namespace)
+    assert code == 0, err
+    header, row = out.splitlines()
+    assert "PROGRESS" not in header  # no TrainJob reported progress: nothing extra
+    assert row.split()[:3] == ["TrainJob", "quiet", "Pending"]
+
+    await submit(kubeconfig, namespace, tmp_path, "llm")
+    await write_status(
+        kube, namespace, "llm", {"jobsStatus": jobs(2), "trainerStatus": trainer(45, 130, "0.21")}
+    )
+    code, out, err = await kfjob(kubeconfig, "get", "-n", namespace)
+    assert code == 0, err
+    header, quiet, llm = out.splitlines()
+    assert header.split()[-1] == "PROGRESS"
+    assert llm.split()[:6] == ["TrainJob", "llm", "Running", "2", "0", "0"]
+    assert llm.endswith("[#########-----------] 45%  ETA 2m10s  loss=0.21 accuracy=0.93")
+    assert "[" not in quiet
+
+    for args in (("get", "trainjob/llm"), ("get", "llm"), ("get", "llm", "-k", "trainjobs")):
+        code, out, err = await kfjob(kubeconfig, *args, "-n", namespace)
+        assert code == 0, err
+        assert out.splitlines()[1].endswith("45%  ETA 2m10s  loss=0.21 accuracy=0.93"), out
+
+    code, out, err = await kfjob(kubeconfig, "get", "-k", "trainjob", "-n", namespace, "-o", "yaml")
+    assert code == 0, err
+    listed = list(yaml.safe_load_all(out))
+    assert [d["metadata"]["name"] for d in listed] == ["quiet", "llm"]
+    assert listed[1]["status"]["trainerStatus"]["progressPercentage"] == 45
+
+    code, out, err = await kfjob(kubeconfig, "describe", "trainjob/llm", "-n", namespace)
+    assert code == 0, err
+    assert f"TrainJob {namespace}/llm" in out
+    assert "ClusterTrainingRuntime torch-distributed" in out
+    assert "[#########-----------] 45%  ETA 2m10s" in out
+    assert "loss=0.21" in out and "accuracy=0.93" in out
+
+    code, _, err = await kfjob(kubeconfig, "delete", "trainjob/llm", "-n", namespace)
+    assert code == 2 and "does not serve TrainJobs" in err
+
+
+async def test_wait_follows_progress_and_exits_0_on_complete(
+    kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    await submit(kubeconfig, namespace, tmp_path, "llm")
+    await write_status(
+        kube, namespace, "llm", {"jobsStatus": jobs(1), "trainerStatus": trainer(10, 300, "0.9")}
+    )
+    proc = await asyncio.create_subprocess_exec(
+        KFJOB,
+        "wait",
+        "trainjob/llm",
+        "-n",
+        namespace,
+        "--interval",
+        "0.2",
+        env={**os.environ, "KUBECONFIG": kubeconfig, "NO_COLOR": "1"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+
+    async def line() -> str:
+        assert proc.stdout is not None
+        return (await asyncio.wait_for(proc.stdout.readline(), 60)).decode().rstrip("\n")
+
+    # Each status the trainer reports is written once the previous one has been shown.
+    first = await line()
+    assert first.endswith(
+        "] TrainJob llm Running  node 1/0/0  [##------------------] 10%  ETA 5m0s  loss=0.9 "
+        "accuracy=0.93"
+    ), first
+    await write_status(kube, namespace, "llm", {"trainerStatus": trainer(80, 40, "0.3")})
+    second = await line()
+    assert second.endswith(
+        "Running  node 1/0/0  [################----] 80%  ETA 40s  loss=0.3 accuracy=0.93"
+    ), second
+    await asyncio.sleep(1)  # five more looks at an unchanged job: no line for them
+    await write_status(
+        kube,
+        namespace,
+        "llm",
+        {
+            "conditions": [condition("Complete", "JobSetCompleted", "jobset completed")],
+            "jobsStatus": jobs(0, succeeded=1),
+            "trainerStatus": trainer(100, 0, "0.1"),
+        },
+    )
+    rest, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    third, last = rest.decode().splitlines()
+    assert third.endswith(
+        "Complete  node 0/1/0  [####################] 100%  ETA 0s  loss=0.1 accuracy=0.93"
+    ), third
+    assert last.startswith(f"TrainJob {namespace}/llm Complete after ")
+
+
+async def test_submit_wait_exits_1_on_failed(
+    kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(trainjob("bad")))
+    waiting = asyncio.create_task(
+        kfjob(kubeconfig, "submit", str(path), "-n", namespace, "--wait", "--interval", "0.2")
+    )
+    await wait_for(
+        kube,
+        TRAINJOBS,
+        "bad",
+        namespace=namespace,
+        until=lambda tj: tj is not None,
+        what="the submitted TrainJob",
+    )
+    await write_status(
+        kube,
+        namespace,
+        "bad",
+        {
+            "conditions": [condition("Failed", "JobSetFailed", "trainer exited 3")],
+            "jobsStatus": jobs(0, failed=1),
+        },
+    )
+    code, out, err = await waiting
+    assert code == 1, (out, err)
+    assert out.splitlines()[0] == "trainjob.trainer.kubeflow.org/bad created"
+    assert "Failed" in out.splitlines()[-1] and "[" not in out.splitlines()[-1].split("] ", 1)[1]
+    assert f"TrainJob {namespace}/bad Failed: JobSetFailed: trainer exited 3" in err
