@@ -133,7 +133,8 @@ class TrainJobs:
         all_namespaces: bool = False,
         missing_ok: bool = False,
     ) -> builtins.list[TrainJob]:
-        """The TrainJobs, oldest first; none when ``missing_ok`` and the trainer CRDs are not installed."""
+        """The TrainJobs, oldest first; none when ``missing_ok`` and the trainer CRDs are not
+        installed."""
         try:
             if all_namespaces:
                 resp = self.client.custom.list_cluster_custom_object(
