@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -259,6 +262,21 @@ async def test_torch_trainjob_reports_progress_to_the_operator(
         "https://training-operator.kubeflow.svc:10443"
         f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/progress/status"
     ), env
+    # What the user sees: kfjob's progress bar from that status.
+    proc = await asyncio.create_subprocess_exec(
+        str(Path(sys.executable).with_name("kfjob")),
+        "get",
+        "-n",
+        namespace,
+        "trainjob/progress",
+        env={**os.environ, "KUBECONFIG": str(operators.plane.kubeconfig), "NO_COLOR": "1"},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    shown, err = await asyncio.wait_for(proc.communicate(), 60)
+    print(shown.decode())
+    assert proc.returncode == 0, err.decode()
+    assert "[####################] 100%  ETA 0s  loss=" in shown.decode(), shown.decode()
 
 
 async def test_xgboost_trainjob_three_workers_allreduce_and_train_one_model(
