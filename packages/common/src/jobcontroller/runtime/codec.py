@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
 
 import orjson
@@ -64,14 +63,17 @@ def _has_non_finite(value: Any) -> bool:
     return False
 
 
-#: 19 digits: the shortest integer outside int64 (-9223372036854775809).
-_LONG_NUMBER = re.compile(rb"\d{19}")
+#: Every digit made a 0, so a run of 19 digits (the shortest integer outside int64 has 19:
+#: -9223372036854775809) is found by a substring search: about 1 µs for a pod's watch line,
+#: where ``re.search(rb"\d{19}")`` took 14 µs, more than decoding it.
+_DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_NUMBER = b"0" * 19
 
 
 def loads(data: bytes | bytearray | str) -> Any:
     """The value of a JSON document; :class:`json.JSONDecodeError` when it is not one."""
     raw = data.encode() if isinstance(data, str) else data
-    if _LONG_NUMBER.search(raw) is not None:
+    if _LONG_NUMBER in raw.translate(_DIGITS_TO_ZERO):
         return json.loads(data)
     try:
         return orjson.loads(raw)
