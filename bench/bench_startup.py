@@ -41,6 +41,14 @@ ROOT = Path(__file__).resolve().parents[1]
 CRDS = sorted((ROOT / "manifests" / "base" / "crds").glob("*.yaml"))
 IMPORT = "import time; t = time.process_time(); import training_operator.__main__; "
 IMPORT += "print(time.process_time() - t)"
+KINDS = ["tf", "pytorch", "mpi", "xgboost", "paddle", "jax", "trainer"]
+IMPORT_ALL = IMPORT.replace(
+    "import training_operator.__main__; ",
+    "import training_operator.__main__, "
+    + ", ".join(f"{kind}_operator.controller" for kind in KINDS)
+    + "; ",
+)
+NO_RICH = "import sys; sys.modules['rich'] = None; "
 
 
 def cpu_seconds(pid: int) -> float:
@@ -101,11 +109,11 @@ def bytecode_env() -> dict[str, str]:
     return env
 
 
-def import_cpu(runs: int, env: dict[str, str]) -> list[float]:
+def import_cpu(runs: int, env: dict[str, str], code: str = IMPORT) -> list[float]:
     out = []
     for _ in range(runs):
         text = subprocess.run(
-            [sys.executable, "-c", IMPORT],
+            [sys.executable, "-c", code],
             check=True,
             capture_output=True,
             text=True,
@@ -154,6 +162,10 @@ def main() -> None:
     args = parser.parse_args()
     env = {"PYTHONDONTWRITEBYTECODE": "1"} if args.source else bytecode_env()
     imports = import_cpu(args.runs, env)
+    # Every kind's package, as a start with all kinds enabled imports them; and the same
+    # without rich, as the image (structlog imports rich for its console renderer when it can).
+    imports_all = import_cpu(args.runs, env, IMPORT_ALL)
+    imports_all_no_rich = import_cpu(args.runs, env, NO_RICH + IMPORT_ALL)
     tops = top_imports(12, env)
     walls, cpus = [], []
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp, ControlPlane() as plane:
@@ -173,10 +185,20 @@ def main() -> None:
         "median_ready_wall_s": round(statistics.median(walls), 3),
         "median_ready_cpu_s": round(statistics.median(cpus), 3),
         "median_import_cpu_s": round(statistics.median(imports), 3),
+        "import_all_kinds_cpu_s": [round(i, 3) for i in imports_all],
+        "median_import_all_kinds_cpu_s": round(statistics.median(imports_all), 3),
+        "import_all_kinds_without_rich_cpu_s": [round(i, 3) for i in imports_all_no_rich],
+        "median_import_all_kinds_without_rich_cpu_s": round(
+            statistics.median(imports_all_no_rich), 3
+        ),
         "top_imports_self_ms_by_package": {name: round(us / 1000, 1) for name, us in tops},
     }
     print(f"median: ready {result['median_ready_wall_s']} s wall, ", end="")
     print(f"{result['median_ready_cpu_s']} s CPU; import {result['median_import_cpu_s']} s CPU")
+    print(
+        f"import of every kind: {result['median_import_all_kinds_cpu_s']} s CPU, "
+        f"{result['median_import_all_kinds_without_rich_cpu_s']} s without rich"
+    )
     print("import self time by top-level package (ms):")
     for name, ms in result["top_imports_self_ms_by_package"].items():
         print(f"  {name:24} {ms:8.1f}")
