@@ -1085,6 +1085,12 @@ def main(argv: list[str]) -> int:
             "their columns stay empty; the module docstring says how to build them",
             flush=True,
         )
+    # Our operators read compiled bytecode, as the image's do (it compiles at build time): a
+    # shell with PYTHONDONTWRITEBYTECODE=1 would otherwise have them compile every module at
+    # each start, which was most of "start to ready" (bench/bench_startup.py).
+    from bench_startup import bytecode_env
+
+    os.environ.update(bytecode_env())
     with tempfile.TemporaryDirectory(prefix="jobcontroller-bench-") as tmp:
         failed = []
         for name in names:

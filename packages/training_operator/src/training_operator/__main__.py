@@ -22,7 +22,6 @@ from typing import Any
 
 import structlog
 
-from jax_operator.controller import JAXJobController
 from jobcontroller import (
     PlanConfig,
     Reconciler,
@@ -33,31 +32,80 @@ from jobcontroller import (
     plan_config,
     run_job_operators,
 )
-from mpi_operator.controller import MPIJobController
-from paddle_operator.controller import PaddleJobController
 from pytorch_operator.__main__ import add_flags as add_pytorch_flags
-from pytorch_operator.__main__ import build_controller as pytorch_controller
-from tf_operator.controller import TFJobController
-from trainer_operator.controller import TrainJobController, installed_pod_groups
 from trainer_operator.progressflags import add_progress_flags, progress_settings
-from xgboost_operator.controller import XGBoostJobController
 
 NAME = "training-operator"
 TRAINJOB = "trainjob"
 
 log = structlog.get_logger(__name__)
 
+# Each framework's package is imported only when its kind is enabled: its API models and
+# controller are most of what a kind costs at start (bench/bench_startup.py).
+
+
+def _tfjob(config: PlanConfig, settings: Settings) -> Reconciler[Any]:
+    from tf_operator.controller import TFJobController
+
+    return TFJobController(config=config)
+
+
+def _pytorchjob(config: PlanConfig, settings: Settings) -> Reconciler[Any]:
+    from pytorch_operator.__main__ import build_controller
+
+    return build_controller(config, settings)
+
+
+def _xgboostjob(config: PlanConfig, settings: Settings) -> Reconciler[Any]:
+    from xgboost_operator.controller import XGBoostJobController
+
+    return XGBoostJobController(config=config)
+
+
+def _mpijob(config: PlanConfig, settings: Settings) -> Reconciler[Any]:
+    from mpi_operator.controller import MPIJobController
+
+    return MPIJobController(config=config)
+
+
+def _paddlejob(config: PlanConfig, settings: Settings) -> Reconciler[Any]:
+    from paddle_operator.controller import PaddleJobController
+
+    return PaddleJobController(config=config)
+
+
+def _jaxjob(config: PlanConfig, settings: Settings) -> Reconciler[Any]:
+    from jax_operator.controller import JAXJobController
+
+    return JAXJobController(config=config)
+
+
+def _trainjob(
+    config: PlanConfig, settings: Settings, pod_groups: frozenset[str] = frozenset()
+) -> Reconciler[Any]:
+    from trainer_operator.controller import TrainJobController
+
+    return TrainJobController(
+        config=config, pod_groups=pod_groups, progress=progress_settings(settings)
+    )
+
+
 SCHEMES: dict[str, Callable[[PlanConfig, Settings], Reconciler[Any]]] = {
-    "tfjob": lambda config, settings: TFJobController(config=config),
-    "pytorchjob": pytorch_controller,
-    "xgboostjob": lambda config, settings: XGBoostJobController(config=config),
-    "mpijob": lambda config, settings: MPIJobController(config=config),
-    "paddlejob": lambda config, settings: PaddleJobController(config=config),
-    "jaxjob": lambda config, settings: JAXJobController(config=config),
-    TRAINJOB: lambda config, settings: TrainJobController(
-        config=config, progress=progress_settings(settings)
-    ),
+    "tfjob": _tfjob,
+    "pytorchjob": _pytorchjob,
+    "xgboostjob": _xgboostjob,
+    "mpijob": _mpijob,
+    "paddlejob": _paddlejob,
+    "jaxjob": _jaxjob,
+    TRAINJOB: _trainjob,
 }
+
+
+def installed_pod_groups(settings: Settings) -> frozenset[str]:
+    """The PodGroup kinds whose CRDs are installed (imports the TrainJob controller)."""
+    from trainer_operator.controller import installed_pod_groups as installed
+
+    return installed(settings)
 
 
 def _schemes(text: str) -> list[str]:
@@ -121,6 +169,8 @@ def _serve_trainjob(argv: list[str]) -> bool:
     settings = parse_settings(name=NAME, argv=argv, add_flags=_flags)
     if TRAINJOB not in enabled(settings) or named(settings):
         return True
+    from trainer_operator.controller import TrainJobController
+
     if crds_installed(settings, TrainJobController.required_crds) is False:
         log.warning(
             "TrainJobs are not served: the JobSet or Trainer CRDs are not installed "
@@ -146,9 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     def build(config: PlanConfig, settings: Settings) -> list[Reconciler[Any]]:
         return [
-            TrainJobController(
-                config=config, pod_groups=pod_groups, progress=progress_settings(settings)
-            )
+            _trainjob(config, settings, pod_groups)
             if scheme == TRAINJOB
             else SCHEMES[scheme](config, settings)
             for scheme in enabled(settings)

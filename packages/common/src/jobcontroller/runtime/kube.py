@@ -35,7 +35,6 @@ state. Errors the server sent are raised as :class:`ApiError`; transport failure
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Self
@@ -46,6 +45,7 @@ import aiohttp.helpers
 import structlog
 import yarl
 
+from jobcontroller.runtime import codec
 from jobcontroller.runtime.apitypes import (
     CONFIGMAPS,
     CRDS,
@@ -161,8 +161,8 @@ async def _decode(data: bytes) -> Any:
     if not data:
         return None
     if len(data) > _THREAD_DECODE_BYTES:
-        return await asyncio.to_thread(json.loads, data)
-    return json.loads(data)
+        return await asyncio.to_thread(codec.loads, data)
+    return codec.loads(data)
 
 
 class KubeApi:
@@ -432,7 +432,8 @@ class KubeApi:
                     return
                 if line.isspace():
                     continue
-                event: Obj = json.loads(line)
+                # The line's own bytes, decoded in one pass (no str copy of it first).
+                event: Obj = codec.loads(line)
                 if event.get("type") == "ERROR":
                     raise ApiError.from_status(event.get("object") or {})
                 yield event
@@ -550,7 +551,7 @@ class KubeApi:
                         method,
                         self._host + path,
                         params=_encode_query(query),
-                        data=None if body is None else json.dumps(body),
+                        data=None if body is None else codec.dumps(body),
                         headers=headers,
                         timeout=client_timeout,
                         proxy=self._proxy,
