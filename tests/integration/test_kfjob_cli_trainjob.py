@@ -2,8 +2,9 @@
 submitted from YAML, its status written through the status subresource as the operator writes
 it (conditions, jobsStatus, the trainer's reported progress; no controller needed), and
 ``get``, ``describe``, ``wait`` and ``submit --wait`` showing the progress bar and exiting 0 on
-Complete, 1 on Failed. Run as a user runs it (test_kfjob_cli.py's ``kfjob``: a subprocess,
-output piped, NO_COLOR)."""
+Complete, 1 on Failed; ``suspend``/``resume`` flipping ``spec.suspend``, ``delete`` deleting it,
+``logs`` saying when there is no pod to read. Run as a user runs it (test_kfjob_cli.py's
+``kfjob``: a subprocess, output piped, NO_COLOR)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from test_kfjob_cli import KFJOB, kfjob
 from trainer_fixtures import TRAINJOBS, trainjob
 
 from jobcontroller.api import format_time
-from jobcontroller.runtime.kube import KubeApi
+from jobcontroller.runtime.kube import PODS, KubeApi
 from jobcontroller.testing.waiting import wait_for
 
 Obj = dict[str, Any]
@@ -114,9 +115,6 @@ async def test_get_and_describe_show_the_progress_bar(
     assert "[#########-----------] 45%  ETA 2m10s" in out
     assert "loss=0.21" in out and "accuracy=0.93" in out
 
-    code, _, err = await kfjob(kubeconfig, "delete", "trainjob/llm", "-n", namespace)
-    assert code == 2 and "does not serve TrainJobs" in err
-
 
 async def test_wait_follows_progress_and_exits_0_on_complete(
     kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str, tmp_path: Path
@@ -204,3 +202,72 @@ async def test_submit_wait_exits_1_on_failed(
     assert out.splitlines()[0] == "trainjob.trainer.kubeflow.org/bad created"
     assert "Failed" in out.splitlines()[-1] and "[" not in out.splitlines()[-1].split("] ", 1)[1]
     assert f"TrainJob {namespace}/bad Failed: JobSetFailed: trainer exited 3" in err
+
+
+async def test_suspend_resume_and_delete(
+    kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    await submit(kubeconfig, namespace, tmp_path, "llm")
+
+    async def suspended() -> object:
+        return (await kube.get(TRAINJOBS, "llm", namespace=namespace))["spec"].get("suspend")
+
+    code, out, err = await kfjob(kubeconfig, "suspend", "trainjob/llm", "-n", namespace)
+    assert (code, out.strip()) == (0, "trainjob.trainer.kubeflow.org/llm suspended"), err
+    assert await suspended() is True
+    # NAME alone: found among the TrainJobs.
+    code, out, err = await kfjob(kubeconfig, "resume", "llm", "-n", namespace)
+    assert (code, out.strip()) == (0, "trainjob.trainer.kubeflow.org/llm resumed"), err
+    assert await suspended() is False
+
+    code, out, err = await kfjob(kubeconfig, "delete", "trainjobs/llm", "-n", namespace)
+    assert (code, out.strip()) == (0, "trainjob.trainer.kubeflow.org/llm deleted"), err
+    await wait_for(
+        kube, TRAINJOBS, "llm", namespace=namespace, until=lambda o: o is None, what="deletion"
+    )
+    for command in ("delete", "suspend", "resume"):
+        code, _, err = await kfjob(kubeconfig, command, "trainjob/llm", "-n", namespace)
+        assert code == 4 and "not found" in err, (command, err)
+
+
+async def test_logs_says_which_pod_is_missing(
+    kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str, tmp_path: Path
+) -> None:
+    await submit(kubeconfig, namespace, tmp_path, "llm")
+    code, out, err = await kfjob(kubeconfig, "logs", "trainjob/llm", "-n", namespace)
+    assert (code, out, err.strip()) == (4, "", "TrainJob llm has no pods yet")
+    code, _, err = await kfjob(kubeconfig, "logs", "trainjob/nothing", "-n", namespace)
+    assert code == 4 and '"nothing" not found' in err, err
+
+    # The trainer's pod as JobSet and the Job controller label it (no node: nothing to read).
+    labels = {
+        "jobset.sigs.k8s.io/jobset-name": "llm",
+        "jobset.sigs.k8s.io/replicatedjob-name": "node",
+        "jobset.sigs.k8s.io/job-index": "0",
+        "batch.kubernetes.io/job-completion-index": "0",
+    }
+    body = {
+        "metadata": {"name": "llm-node-0-0-abcde", "labels": labels},
+        "spec": {"containers": [{"name": "node", "image": "x"}]},
+    }
+    await kube.create(PODS, body, namespace=namespace)
+    code, _, err = await kfjob(
+        kubeconfig, "logs", "trainjob/llm", "-r", "model-initializer", "-n", namespace
+    )
+    assert (code, err.strip()) == (
+        4,
+        "TrainJob llm has no pod of replicated job model-initializer index 0",
+    )
+    code, _, err = await kfjob(kubeconfig, "logs", "llm", "-i", "1", "-n", namespace)
+    assert (code, err.strip()) == (4, "TrainJob llm has no pod of replicated job trainer index 1")
+    # The default pod is the trainer's index 0: the API server's refusal names it.
+    code, _, err = await kfjob(kubeconfig, "logs", "trainjob/llm", "-n", namespace)
+    assert code == 4 and "llm-node-0-0-abcde" in err, err
+
+    # -f on a finished TrainJob without pods: nothing to stream, it ends (as v1's).
+    await submit(kubeconfig, namespace, tmp_path, "done")
+    await write_status(
+        kube, namespace, "done", {"conditions": [condition("Complete", "JobSetCompleted")]}
+    )
+    code, out, err = await kfjob(kubeconfig, "logs", "trainjob/done", "-f", "-n", namespace)
+    assert (code, out) == (0, ""), err
