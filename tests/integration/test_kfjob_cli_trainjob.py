@@ -3,8 +3,8 @@ submitted from YAML, its status written through the status subresource as the op
 it (conditions, jobsStatus, the trainer's reported progress; no controller needed), and
 ``get``, ``describe``, ``wait`` and ``submit --wait`` showing the progress bar and exiting 0 on
 Complete, 1 on Failed; ``suspend``/``resume`` flipping ``spec.suspend``, ``delete`` deleting it,
-``logs`` reading the trainer's pod (on a node that serves logs) or saying there is none. Run as a user runs it (test_kfjob_cli.py's
-``kfjob``: a subprocess, output piped, NO_COLOR)."""
+``logs`` reading the trainer's pod (on a node that serves logs) or saying there is none. Run as
+a user runs it (test_kfjob_cli.py's ``kfjob``: a subprocess, output piped, NO_COLOR)."""
 
 from __future__ import annotations
 
