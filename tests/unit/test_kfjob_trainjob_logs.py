@@ -18,13 +18,14 @@ def pod(
     job_index: int = 0,
     containers: tuple[str, ...] = ("node",),
     label: bool = True,
+    name: str | None = None,
 ) -> Obj:
     """A pod of replicated job ``rjob``'s Job ``job_index``; its completion index as a label
     (Kubernetes 1.28+) or, with ``label=False``, only as the annotation older Jobs set."""
     index = {"batch.kubernetes.io/job-completion-index": str(completion)}
     return {
         "metadata": {
-            "name": f"llm-{rjob}-{job_index}-{completion}-x",
+            "name": name or f"llm-{rjob}-{job_index}-{completion}-x",
             "labels": {
                 "jobset.sigs.k8s.io/jobset-name": "llm",
                 "jobset.sigs.k8s.io/replicatedjob-name": rjob,
@@ -76,6 +77,17 @@ def test_replicated_job_and_index_on_request() -> None:
 def test_several_jobs_of_a_replicated_job_the_first_jobs_pod() -> None:
     pods = [pod("node", 0, job_index=1), pod("node", 0, job_index=0)]
     assert name(log_pod(pods)) == "llm-node-0-0-x"
+
+
+def test_chosen_by_labels_not_by_name() -> None:
+    """Names end in a random suffix and sort as text; the labels say which pod is which."""
+    pods = [
+        pod("node", 1, name="a-first-by-name"),
+        pod("node", 0, job_index=1, name="b"),
+        pod("node", 0, name="c-last-by-name"),
+    ]
+    assert name(log_pod(pods)) == "c-last-by-name"
+    assert name(log_pod(pods, index=1)) == "a-first-by-name"
 
 
 def test_completion_index_from_the_annotation_when_not_labelled() -> None:
