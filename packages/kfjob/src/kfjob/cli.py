@@ -6,8 +6,8 @@
 ``rich`` (:mod:`kfjob.tables`): colours and the live display only on a terminal, never with
 ``NO_COLOR`` set; piped output is plain text, one line per change.
 
-TrainJobs (``trainer.kubeflow.org``, :mod:`kfjob.trainjobs`) are served by ``submit``, ``get``,
-``list``, ``describe`` and ``wait``, with the trainer's reported progress as a bar.
+TrainJobs (``trainer.kubeflow.org``, :mod:`kfjob.trainjobs`) are served by every command but
+``render`` (``migrate`` writes them), with the trainer's reported progress as a bar.
 
 Exit status: 0 success (a job that Succeeded, or a TrainJob Complete, for ``wait`` and
 ``submit --wait``), 1 the job Failed or render refused it, 2 bad usage, 3 a wait timed out, 4 an
@@ -99,21 +99,15 @@ def _kind_name(name: str) -> str:
         raise UnknownKind(f"{exc}, {TrainJob.KIND}") from exc
 
 
-def _resolve(
-    client: JobClient, ref: str, kind: str | None, *, trainjobs: bool = True
-) -> tuple[str, str]:
-    """``KIND/NAME`` or ``NAME`` (with ``--kind``, or looked up across every kind; TrainJobs
-    too unless the command does not serve them)."""
+def _resolve(client: JobClient, ref: str, kind: str | None) -> tuple[str, str]:
+    """``KIND/NAME`` or ``NAME`` (with ``--kind``, or looked up across every kind, TrainJobs
+    too)."""
     if "/" in ref:
         kind, _, ref = ref.partition("/")
     if kind:
-        found_kind = _kind_name(kind)
-        if found_kind == TrainJob.KIND and not trainjobs:
-            raise _Usage("this command does not serve TrainJobs (get, describe and wait do)")
-        return found_kind, ref
+        return _kind_name(kind), ref
     found = [j.kind for j in client.list(all_kinds=True) if j.name == ref]
-    if trainjobs:
-        found += [j.KIND for j in TrainJobs(client).list(missing_ok=True) if j.name == ref]
+    found += [j.KIND for j in TrainJobs(client).list(missing_ok=True) if j.name == ref]
     if not found:
         raise ApiFailure(404, f'no job named "{ref}" in namespace {client.namespace}')
     if len(found) > 1:
@@ -319,7 +313,9 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     client = _client(args)
-    kind, name = _resolve(client, args.job, args.kind, trainjobs=False)
+    kind, name = _resolve(client, args.job, args.kind)
+    if kind == TrainJob.KIND:
+        return _logs_trainjob(client, name, args)
     if args.follow:
         for line in client.follow_logs(
             name, None, kind, args.replica_type, args.index, args.container
@@ -335,24 +331,59 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _logs_trainjob(client: JobClient, name: str, args: argparse.Namespace) -> int:
+    """``logs`` of a TrainJob: ``-r`` names a replicated job of its JobSet (default: the
+    trainer's), ``-i`` a completion index in it (default 0)."""
+    trainjobs = TrainJobs(client)
+    trainjobs.get(name)  # not found: exit 4 with the API server's words
+    rjob, index, container = args.replica_type, args.index, args.container
+    if args.follow:
+        for line in trainjobs.follow_logs(
+            name, replicated_job=rjob, index=index, container=container
+        ):
+            print(line, flush=True)
+        return 0
+    logs = trainjobs.get_logs(name, replicated_job=rjob, index=index, container=container)
+    if not logs:
+        which = f"replicated job {rjob or 'trainer'} index {index or 0}"
+        none = not trainjobs.pods(name)
+        err_console().print(
+            f"TrainJob {name} has no pods yet" if none else f"TrainJob {name} has no pod of {which}"
+        )
+        return EXIT_API
+    for text in logs.values():
+        sys.stdout.write(text)
+    return 0
+
+
 def cmd_delete(args: argparse.Namespace) -> int:
     client = _client(args)
-    kind, name = _resolve(client, args.job, args.kind, trainjobs=False)
-    client.delete(name, job_kind=kind)
-    out_console().print(f"{kind.lower()}.kubeflow.org/{name} deleted")
+    kind, name = _resolve(client, args.job, args.kind)
+    if kind == TrainJob.KIND:
+        TrainJobs(client).delete(name)
+    else:
+        client.delete(name, job_kind=kind)
+    out_console().print(f"{_qualified(kind)}/{name} deleted")
     return 0
 
 
 def cmd_suspend(args: argparse.Namespace) -> int:
     client = _client(args)
-    kind, name = _resolve(client, args.job, args.kind, trainjobs=False)
-    if args.command == "suspend":
+    kind, name = _resolve(client, args.job, args.kind)
+    suspend = args.command == "suspend"
+    if kind == TrainJob.KIND:
+        TrainJobs(client).set_suspend(name, suspend=suspend)
+    elif suspend:
         client.suspend(name, job_kind=kind)
     else:
         client.resume(name, job_kind=kind)
-    done = "suspended" if args.command == "suspend" else "resumed"
-    out_console().print(f"{kind.lower()}.kubeflow.org/{name} {done}")
+    out_console().print(f"{_qualified(kind)}/{name} {'suspended' if suspend else 'resumed'}")
     return 0
+
+
+def _qualified(kind: str) -> str:
+    """kubectl's resource.group: ``tfjob.kubeflow.org``, ``trainjob.trainer.kubeflow.org``."""
+    return f"{kind.lower()}.{TrainJob.GROUP if kind == TrainJob.KIND else 'kubeflow.org'}"
 
 
 # ----------------------------------------------------------------------------- parser
@@ -431,12 +462,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", type=float, default=1, help="seconds between looks (default 1)")
     p.set_defaults(func=cmd_wait)
 
-    p = job_cmd("logs", "the master pod's log, or a given replica's")
+    p = job_cmd("logs", "the master pod's (a TrainJob's trainer's) log, or a given replica's")
     p.add_argument(
-        "-r", "--replica-type", help="a replica type (Worker, PS...) instead of the master"
+        "-r",
+        "--replica-type",
+        help="a replica type (Worker, PS...) instead of the master; for a TrainJob a "
+        "replicated job of its JobSet (node, dataset-initializer...) instead of the trainer's",
     )
-    p.add_argument("-i", "--index", type=int, help="the replica index (default 0)")
-    p.add_argument("-c", "--container", help="a container (default: the framework's)")
+    p.add_argument(
+        "-i", "--index", type=int, help="the replica (a TrainJob's completion) index (default 0)"
+    )
+    p.add_argument("-c", "--container", help="a container (default: the framework's, node)")
     p.add_argument("-f", "--follow", action="store_true", help="follow, across restarts")
     p.set_defaults(func=cmd_logs)
 
