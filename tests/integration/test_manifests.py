@@ -368,7 +368,13 @@ def test_monitoring_is_a_component_of_either_flavour(
     }
     operators = PLURALS if overlay in PER_FRAMEWORK else ["training-operator"]
     assert scraped == {f"p-{name}-metrics" for name in operators}
-    assert {s["metadata"]["name"] for s in services} == scraped
+    # The all-in-one's other Service is its TrainJob progress endpoint's, not scraped; the
+    # per-framework overlays (no TrainJob controller) have none.
+    others = {s["metadata"]["name"] for s in services} - scraped
+    assert others == (set() if overlay in PER_FRAMEWORK else {"p-training-operator"}), others
+    for service in services:
+        if service["metadata"]["name"] in others:
+            assert [p["name"] for p in service["spec"]["ports"]] == ["trainjob-status"]
     [dashboard] = [o for o in rendered if o["kind"] == "ConfigMap"]
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(dashboard["data"]["kubeflow-operators-py.json"])["panels"]
