@@ -491,6 +491,15 @@ def _when(entry: Obj) -> dt.datetime:
     return dt.datetime.fromisoformat(entry["requestReceivedTimestamp"])
 
 
+def _every_replica_writes(ref: Obj) -> bool:
+    """Writes every replica makes, leading or not, by design: the TrainJob progress endpoint
+    runs on each replica (as v2.3.0's status server does), and the first one up creates the
+    serving certificate's Secret all of them share (an AlreadyExists guards the race)."""
+    return ref.get("resource") == "secrets" and str(ref.get("name") or "").endswith(
+        "-trainjob-status-tls"
+    )
+
+
 def non_leader_writes(path: Path) -> list[str]:
     """Writes by an operator replica (user ``chaos:*``) received while another replica held
     its Lease, or while it held none. Lease ownership is read from the Lease writes themselves:
@@ -515,6 +524,8 @@ def non_leader_writes(path: Path) -> list[str]:
             lease = str(ref.get("name") or "")
             holder[lease] = user if spec.get("holderIdentity") else None
             lease_of[user] = lease
+            continue
+        if _every_replica_writes(ref):
             continue
         lease = lease_of.get(user)
         if lease is None or holder.get(lease) != user:

@@ -200,20 +200,40 @@ def test_the_controller_watches_only_installed_pod_group_kinds() -> None:
     assert PRIORITY_CLASS in TrainJobController.read_resources
 
 
-def test_the_pod_group_crds_are_looked_up_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A CRD that is not there is left out; one that could not be looked up (None) counts as
-    installed, as the v1 kinds' check does."""
+def test_the_pod_group_crds_are_looked_up_and_an_unanswered_lookup_asked_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CRD that is not there is left out; a lookup the API server did not answer (None, it
+    is restarting) is asked again until it answers, and one never answered within the
+    patience counts as not installed: an informer of a kind that does not exist never syncs,
+    and the operator would never start (the chaos suite's API-server restart found it)."""
     import trainer_operator.controller as controller
 
-    answers = {"podgroups.scheduling.x-k8s.io": None, "podgroups.scheduling.volcano.sh": False}
-    asked: list[list[str]] = []
+    replies = {
+        "podgroups.scheduling.x-k8s.io": [None, None, True],
+        "podgroups.scheduling.volcano.sh": [False],
+    }
+    asked: list[str] = []
+    clock = [0.0]
 
     def crds_installed(settings: object, names: list[str]) -> bool | None:
-        asked.append(names)
-        return answers[names[0]]
+        asked.append(names[0])
+        queue = replies[names[0]]
+        return queue.pop(0) if len(queue) > 1 else queue[0]
+
+    def sleep(seconds: float) -> None:
+        clock[0] += seconds
 
     monkeypatch.setattr(controller, "crds_installed", crds_installed)
+    monkeypatch.setattr(controller.time, "sleep", sleep)
+    monkeypatch.setattr(controller.time, "monotonic", lambda: clock[0])
     assert controller.installed_pod_groups(Settings()) == {COSCHEDULING_KIND}
-    assert sorted(asked) == [["podgroups.scheduling.volcano.sh"], ["podgroups.scheduling.x-k8s.io"]]
-    answers["podgroups.scheduling.volcano.sh"] = True
-    assert controller.installed_pod_groups(Settings()) == BOTH
+    assert asked.count("podgroups.scheduling.x-k8s.io") == 3
+    assert asked.count("podgroups.scheduling.volcano.sh") == 1
+
+    # Never answered: not installed, after waiting out the patience, not forever.
+    replies["podgroups.scheduling.x-k8s.io"] = [None]
+    replies["podgroups.scheduling.volcano.sh"] = [True]
+    clock[0] = 0.0
+    assert controller.installed_pod_groups(Settings()) == {VOLCANO_KIND}
+    assert controller.LOOKUP_PATIENCE_SECONDS <= clock[0] <= controller.LOOKUP_PATIENCE_SECONDS + 1

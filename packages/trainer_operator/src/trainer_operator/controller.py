@@ -23,6 +23,7 @@ import time
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any, ClassVar
 
+import structlog
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from jobcontroller import (
@@ -81,6 +82,8 @@ __all__ = [
     "installed_pod_groups",
 ]
 
+log = structlog.get_logger(__name__)
+
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "JobSet", "jobsets")
 TRAINING_RUNTIMES = Resource(TrainJob.GROUP, TrainJob.VERSION, TRAINING_RUNTIME, "trainingruntimes")
 CLUSTER_TRAINING_RUNTIMES = Resource(
@@ -92,13 +95,37 @@ CLUSTER_TRAINING_RUNTIMES = Resource(
 )
 
 
+LOOKUP_PATIENCE_SECONDS = 30.0
+"""How long the start waits for the API server to answer the PodGroup CRD lookups."""
+_LOOKUP_RETRY_SECONDS = 1.0
+
+
 def installed_pod_groups(settings: Settings) -> frozenset[str]:
     """The PodGroup kinds whose CRD is installed, looked up once before the controller starts
-    (v2.3.0 asks its REST mapper once too). One that could not be looked up counts as
-    installed, as the v1 kinds' ``--gang-scheduler-name`` check does."""
-    return frozenset(
-        kind for kind, crd in POD_GROUP_CRDS.items() if crds_installed(settings, [crd]) is not False
-    )
+    (v2.3.0 asks its REST mapper once too).
+
+    A lookup the API server does not answer (it is restarting) is asked again, for up to
+    :data:`LOOKUP_PATIENCE_SECONDS`; still unanswered, the kind counts as not installed. The
+    other way round, an informer of a kind that does not exist would never sync, and the
+    operator would never start (found by tests/chaos/test_trainjob_kills.py); this way a
+    TrainJob whose runtime asks for that kind's PodGroups gets an event saying to install its
+    CRD and restart."""
+    deadline = time.monotonic() + LOOKUP_PATIENCE_SECONDS
+    found: set[str] = set()
+    for kind, crd in POD_GROUP_CRDS.items():
+        answer = crds_installed(settings, [crd])
+        while answer is None and time.monotonic() < deadline:
+            time.sleep(_LOOKUP_RETRY_SECONDS)
+            answer = crds_installed(settings, [crd])
+        if answer is None:
+            log.warning(
+                "PodGroups are not served: the API server did not say whether their CRD is "
+                "installed (restart the operator once it answers)",
+                crd=crd,
+            )
+        elif answer:
+            found.add(kind)
+    return frozenset(found)
 
 
 _CERT_WAIT_SECONDS = 30.0
