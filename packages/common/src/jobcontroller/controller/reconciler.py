@@ -57,12 +57,18 @@ from jobcontroller.core.types import (
 )
 from jobcontroller.crashguard import CrashGuard
 from jobcontroller.runtime.expectations import Expectations
-from jobcontroller.runtime.informer import compact_node, compact_pod
+from jobcontroller.runtime.informer import Transform, compact_node, strip_managed_fields
 from jobcontroller.runtime.kube import NODES, PODS, SERVICES, Resource
 from jobcontroller.runtime.manager import Manager
+from jobcontroller.runtime.projection import project_pod, project_service
 from jobcontroller.runtime.workqueue import WorkQueue
 
 __all__ = ["KindT", "Reconciler"]
+
+#: What the caches of owned kinds keep: pods and services only what the readers use (they are
+#: written back by merge patches only, never PUT); the few other children whole, since drift
+#: checks compare their declared fields (runtime/projection.py).
+_PROJECTIONS: dict[str, Transform] = {POD: project_pod, SERVICE: project_service}
 
 KindT = TypeVar("KindT", bound=ServedKind)
 """The model of the kind a reconciler serves (``TFJob``, ``TrainJob``)."""
@@ -204,7 +210,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         if self.config.pod_group_available and self.owns_pods:
             self.priority_classes.watch(manager.informer(PRIORITY_CLASSES))
         for kind, resource in self._resources.items():
-            transform = compact_pod if kind == POD else None
+            transform = _PROJECTIONS.get(kind, strip_managed_fields)
             informer = manager.informer(
                 resource, label_selector=LABEL_JOB_NAME, transform=transform
             )

@@ -66,6 +66,7 @@ from jobcontroller.runtime.apitypes import (
 )
 from jobcontroller.runtime.kubeconfig import ClusterConfig, load_config
 from jobcontroller.runtime.metrics import Metrics
+from jobcontroller.runtime.projection import Projected
 from jobcontroller.runtime.ratelimit import TokenBucket
 from jobcontroller.runtime.retry import (
     ApiSettings,
@@ -330,6 +331,9 @@ class KubeApi:
         namespace: str | None = None,
         subresource: str | None = None,
     ) -> Obj:
+        if isinstance(body, Projected) or isinstance(body.get("metadata"), Projected):
+            # What the cache dropped would be wiped on the server: patch, or GET and PUT that.
+            raise ValueError(f"refusing to PUT a cache's projection of a {resource.kind}")
         name = body["metadata"]["name"]
         path = resource.path(namespace=namespace, name=name, subresource=subresource)
         result: Obj = await self.request("PUT", path, body=body)
