@@ -240,3 +240,15 @@ class TestSlots:
     def test_refuses_zero(self) -> None:
         with pytest.raises(ValueError):
             Slots(0)
+
+
+def test_backlog_is_the_wait_a_new_caller_would_have() -> None:
+    now = [0.0]
+    bucket = TokenBucket(qps=2.0, burst=2, clock=lambda: now[0])
+    assert bucket.backlog() == 0.0
+    reservoir_waits = [bucket._reservoir.reserve(now[0]) for _ in range(4)]  # 2 free, 2 owed
+    assert reservoir_waits == [0.0, 0.0, 0.5, 1.0]
+    assert bucket.backlog() == pytest.approx(1.5)  # the next one waits behind both
+    now[0] += 1.5
+    assert bucket.backlog() == 0.0
+    assert TokenBucket(qps=math.inf, burst=1).backlog() == 0.0

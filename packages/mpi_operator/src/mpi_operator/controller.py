@@ -63,7 +63,7 @@ from mpi_operator.api import (
     LauncherCreationPolicy,
     MPIJob,
     MPIReplicaType,
-    default_mpijob,
+    default_mpijob_in_place,
     validate_mpijob,
 )
 from mpi_operator.hostfile import (
@@ -122,7 +122,8 @@ class MPIJobController(JobController[MPIJob]):
 
     @override
     def set_defaults(self, job: MPIJob) -> MPIJob:
-        return default_mpijob(job)
+        # The planner parses the job afresh for each pass: no copy to protect.
+        return default_mpijob_in_place(job)
 
     @override
     def validate(self, job: MPIJob) -> list[str]:

@@ -40,7 +40,7 @@ from jobcontroller.controller.podgroups import (
     pod_group_resource,
 )
 from jobcontroller.controller.state import JobStates
-from jobcontroller.controller.status import StatusWriter, after_own_patch
+from jobcontroller.controller.status import STARTING_KINDS, StatusWriter, after_own_patch
 from jobcontroller.controller.telemetry import Telemetry
 from jobcontroller.controller.watch import LABEL_JOB_NAME, Watch
 from jobcontroller.core.crashes import Standing
@@ -374,7 +374,8 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             # writes, and holding it back hid the outcome (a job whose clean-up keeps failing
             # never showed Failed) while every retry counted its metrics again.
             job = after_own_patch(raw, executed.patched_job)
-            wait = self.status_writer.wait(key, job, status, observed=observed)
+            created = sum(executed.done[("created", kind)] for kind in STARTING_KINDS)
+            wait = self.status_writer.wait(key, job, status, observed=observed, created=created)
             if wait > 0:
                 # Nothing is lost by waiting: the next pass derives the status again from the
                 # caches, and the timer makes sure there is one.

@@ -450,6 +450,10 @@ class KubeApi:
 
     # -- the generic seam ---------------------------------------------------------------------
 
+    def backlog(self) -> float:
+        """Seconds a request made now would wait for the client-side rate limiter (0: none)."""
+        return 0.0 if self._bucket is None else self._bucket.backlog()
+
     async def request(
         self,
         method: str,

@@ -242,6 +242,13 @@ class TokenBucket:
         self._acquired += 1
         return delay
 
+    def backlog(self) -> float:
+        """Seconds a caller asking now would wait for its token (0: one is free)."""
+        if math.isinf(self._qps):
+            return 0.0
+        tokens = self._reservoir.available(self._clock())
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self._qps
+
     def statistics(self) -> TokenBucketStatistics:
         return TokenBucketStatistics(
             qps=self._qps,
