@@ -97,6 +97,7 @@ class MPIJobController(JobController[MPIJob]):
     object_events = False  # mpi-operator v0.8 records no Event per created object
     owned_resources = {CONFIG_MAP: CONFIGMAPS, SECRET: SECRETS, JOB: JOBS}
     patched_children = frozenset({SERVICE})  # the job-wide Service's selector
+    status_budget_of_its_own = True  # as mpi-operator v0.8's MPIJob clientset
     mpi_metrics: MPIOperatorMetrics | None = None
 
     @override

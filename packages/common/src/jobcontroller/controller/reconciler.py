@@ -116,6 +116,10 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
     object_events: ClassVar[bool] = True
     """An Event per object created or deleted (``SuccessfulCreatePod``...), as kubeflow/common
     records them; mpi-operator records none (the log still counts them)."""
+    status_budget_of_its_own: ClassVar[bool] = False
+    """Status writes through a QPS budget of their own (as large as the main client's), not
+    the one pods are created through: the mpi-operator writes MPIJob status through a
+    clientset of its own, so a burst of creations never waits behind status writes."""
     owned_resources: ClassVar[Mapping[str, Resource]] = {}
     """Kinds besides Pod, Service and PodGroup the framework creates (kind -> Resource)."""
     patched_children: ClassVar[frozenset[str]] = frozenset()
@@ -239,7 +243,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             materialize=self.materialize,
         )
         self.status_writer = StatusWriter(
-            api=manager.api,
+            api=manager.api.with_own_budget() if self.status_budget_of_its_own else manager.api,
             job_resource=self.job_resource,
             jobs=watch.job_store,
             states=self.states,

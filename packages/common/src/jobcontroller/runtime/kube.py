@@ -35,6 +35,7 @@ state. Errors the server sent are raised as :class:`ApiError`; transport failure
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Self
@@ -186,6 +187,8 @@ class KubeApi:
         self._proxy, self._proxy_headers = _proxy_for(config)
         self._connections = connections
         self._session: aiohttp.ClientSession | None = None
+        self._owner: KubeApi | None = None
+        """For :meth:`with_own_budget`'s clients: the one whose session they share."""
         self._bucket = TokenBucket(qps, burst) if qps > 0 else None
         self._metrics = metrics
         self._user_agent = user_agent
@@ -240,10 +243,24 @@ class KubeApi:
             connections=self._connections,
         )
 
+    def with_own_budget(self) -> KubeApi:
+        """This client with a QPS budget of its own, as large as this one's, sharing its
+        connections and its write gate: client-go's second clientset from the same config (the
+        mpi-operator writes MPIJob status through its own). Nothing to close."""
+        view = copy.copy(self)
+        view._owner = self._owner or self
+        if self._bucket is not None:
+            view._bucket = TokenBucket(self._bucket.qps, self._bucket.burst)
+        owner = view._owner
+        view.write_gate = lambda: owner.write_gate is None or owner.write_gate()
+        return view
+
     def _client_session(self) -> aiohttp.ClientSession:
         """One session and connection pool, made on first use (inside the event loop). No
         ``trust_env``: the proxy was settled once, and aiohttp would otherwise look the
         environment and ~/.netrc up in a thread on every request."""
+        if self._owner is not None:
+            return self._owner._client_session()
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(
@@ -262,7 +279,7 @@ class KubeApi:
         return self._session
 
     async def close(self) -> None:
-        if self._session is not None:
+        if self._owner is None and self._session is not None:
             await self._session.close()
             self._session = None
 

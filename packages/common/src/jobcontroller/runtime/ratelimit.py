@@ -242,6 +242,14 @@ class TokenBucket:
         self._acquired += 1
         return delay
 
+    @property
+    def qps(self) -> float:
+        return self._qps
+
+    @property
+    def burst(self) -> int:
+        return self._burst
+
     def backlog(self) -> float:
         """Seconds a caller asking now would wait for its token (0: one is free)."""
         if math.isinf(self._qps):
