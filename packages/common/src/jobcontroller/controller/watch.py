@@ -60,6 +60,13 @@ class Caches(Protocol):
         ...
 
 
+CHILD_UPDATE_BATCH_SECONDS = 0.2
+"""A child's update (a pod scheduled, running, its container started...) queues its job this
+much later, so the updates of one job's pods that land together are planned once, as the
+Job controller of kube-controller-manager batches its pods' updates (for a second); a child
+created or deleted settles expectations and queues its job at once."""
+
+
 class Watch:
     """The informers of one job controller and their event handlers. Implements
     :class:`Caches`."""
@@ -177,7 +184,10 @@ class Watch:
             expectations.creation_observed(f"{key}/{kind}")
         elif controlled and deleted:
             expectations.deletion_observed(f"{key}/{kind}")
-        self.queue.add(key)
+        if created or deleted:
+            self.queue.add(key)
+        else:
+            self.queue.add_after(key, CHILD_UPDATE_BATCH_SECONDS)
 
     def _wake_owner(self, pod: Obj) -> None:
         key, controlled = self.owner_job_key(pod)
