@@ -18,7 +18,9 @@ Scenarios: ``tfjobs-qps20`` and ``tfjobs-qps200`` (100 TFJobs of 1 PS + 3 worker
 once; pods exit 0 after 2 s), ``mpijobs`` (50 MPIJobs of 2 workers and a launcher at QPS 20),
 ``idle`` (RSS, CPU and time from exec to ready with nothing to do), ``scale`` (2,000 TFJobs of
 5 pods: RSS with 10k pods and 10k services in the caches; no scheduler, the pods stay Pending)
-and ``timers`` (activeDeadlineSeconds and ttlSecondsAfterFinished: delay after due). Measured:
+and ``timers`` (activeDeadlineSeconds and ttlSecondsAfterFinished: delay after due); opt-in,
+only when named, ``scale-50k`` (``bench/scale50k.py``: 10,000 PyTorchJobs, 50,000 pods Running
+on kwok, RSS per cached object and creation-to-Running latency). Measured:
 time to all pods (from the first job's create to the last pod's, both from the audit log; for
 ``bare``, from its first create), time to all jobs done, the operator's CPU (``/proc``, from ready
 to the end) and peak RSS, requests by verb and resource (audit log), Events stored (with their
