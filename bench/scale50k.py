@@ -93,7 +93,7 @@ async def scenario(base: Path, jobs: int) -> list[Outcome]:
         print(f"  scale-50k: {who}, {jobs} jobs ...", flush=True)
         out.append(await _one(who, base / who, jobs))
         # Printed at once: a run cut short still leaves the contenders it finished.
-        shown = {k: v for k, v in out[-1].extra.items() if k != "rss_samples"}
+        shown = {k: v for k, v in out[-1].extra.items() if k not in ("rss_samples", "job_timeline")}
         print(f"  {who}: {json.dumps(_headline(out[-1]) | shown)}", flush=True)
     return out
 
@@ -167,9 +167,21 @@ async def _one(who: str, workdir: Path, jobs: int) -> Outcome:
             "latency_p99": st.percentile(latencies, 99),
             "latency_max": max(latencies) if latencies else None,
             "jobs_not_running": missing,
+            # Per job, seconds from the first create to its creation and to its Running: shows
+            # whether Running comes job by job or in waves behind the queue.
+            "job_timeline": _job_timeline(items, t0),
             "rss_samples": [(round(t, 1), round(m, 1)) for t, m in samples],
         },
     )
+
+
+def _job_timeline(items: list[Obj], t0: float) -> list[tuple[float, float | None]]:
+    out = []
+    for job in items:
+        created = st.ts(job["metadata"]["creationTimestamp"]) - t0
+        running = st.running_since(job)
+        out.append((round(created, 1), None if running is None else round(running - t0, 1)))
+    return sorted(out, key=lambda p: p[0])
 
 
 async def _sample(proc: suite.Proc, samples: list[tuple[float, float]]) -> None:

@@ -1107,7 +1107,9 @@ async def run(name: str, base: Path) -> None:
         shown = {
             k: v for k, v in dataclasses.asdict(o).items() if k not in ("pod_timeline", "requests")
         }
-        shown["extra"] = {k: v for k, v in o.extra.items() if k != "rss_samples"}
+        shown["extra"] = {
+            k: v for k, v in o.extra.items() if k not in ("rss_samples", "job_timeline")
+        }
         print(f"  {json.dumps(shown)}", flush=True)
 
 
