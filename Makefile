@@ -137,7 +137,8 @@ demo-real:
 
 # The scenarios of bench/suite.py, each on a fresh audited cluster, against a bare client and (when
 # built) the Go operators: JSON and plots in bench/results/, the table in bench/results/summary.md.
-# BENCH="idle timers" runs some; BENCH_GO=0 skips the Go operators.
+# BENCH="idle timers" runs some; BENCH_GO=0 skips the Go operators. BENCH=scale-50k (10,000 jobs,
+# 50,000 kwok pods: most of an hour; BENCH_SCALE_JOBS=N for fewer) runs only when named.
 BENCH ?=
 bench: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) --group bench python bench/suite.py $(BENCH)

@@ -260,3 +260,17 @@ async def test_set_pod_status_helper(kube: KubeApi, namespace: str) -> None:
     )
     assert got["status"]["phase"] == "Failed"
     assert got["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+
+
+def test_extra_etcd_args_reach_etcd() -> None:
+    """``extra_etcd_args`` (the 50,000-pod bench raises etcd's quota with it) is applied: etcd
+    reports the quota it was given, not its 2 GiB default."""
+    import urllib.request
+
+    from jobcontroller.testing.controlplane import ControlPlane
+
+    quota = 3 * 1024**3
+    with ControlPlane(extra_etcd_args=[f"--quota-backend-bytes={quota}"]) as plane:
+        metrics = urllib.request.urlopen(f"{plane.etcd_url}/metrics", timeout=10).read().decode()
+    line = next(m for m in metrics.splitlines() if m.startswith("etcd_server_quota_backend_bytes"))
+    assert float(line.split()[-1]) == quota

@@ -143,6 +143,8 @@ class ControlPlane:
     kwok: bool = False
     nodes: int = 0
     extra_apiserver_args: list[str] = field(default_factory=list)
+    extra_etcd_args: list[str] = field(default_factory=list)
+    """E.g. a larger ``--quota-backend-bytes`` for a cluster of tens of thousands of pods."""
     workdir: Path | None = None
     """Where certificates, kubeconfig and logs go; a fresh temporary directory when None."""
     die_with_parent: bool = True
@@ -325,6 +327,7 @@ class ControlPlane:
             f"--initial-cluster=default=http://127.0.0.1:{peer}",
             "--unsafe-no-fsync=true",
             "--log-level=warn",
+            *self.extra_etcd_args,
         ]
         self.start_component("etcd", argv, health_url=f"{self.etcd_url}/health")
 
