@@ -91,9 +91,16 @@ async def _setup(kube: KubeApi, namespace: str, *names: str) -> dict[str, Obj]:
     pods = {}
     for name in names:
         await kube.create(PYTORCHJOBS, _pytorchjob(name), namespace=namespace)
-        pods[name] = await wait_for(
-            kube, PODS, f"{name}-master-0", namespace=namespace, timeout=TIMEOUT
+        pod = await wait_for(
+            kube,
+            PODS,
+            f"{name}-master-0",
+            namespace=namespace,
+            timeout=TIMEOUT,
+            until=lambda o: o is not None,
         )
+        assert pod is not None
+        pods[name] = pod
     return pods
 
 
@@ -159,7 +166,12 @@ async def test_a_pytorchjob_pod_reports_progress_and_the_job_shows_it(
     assert audience == TARGET.audience(namespace, "reporting")
     server = _server(operator)
     ca = await wait_for(
-        kube, CONFIGMAPS, "reporting-tls-config", namespace=namespace, timeout=TIMEOUT
+        kube,
+        CONFIGMAPS,
+        "reporting-tls-config",
+        namespace=namespace,
+        timeout=TIMEOUT,
+        until=lambda o: o is not None,
     )
     assert ca is not None and server.cert is not None
     assert ca["data"]["ca.crt"] == server.cert.ca_pem
