@@ -39,6 +39,7 @@ import datetime as dt
 import json
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -233,6 +234,8 @@ async def start_ours(
             f"--kube-api-qps={qps:g}",
             f"--kube-api-burst={burst}",
             *extra,
+            # e.g. BENCH_OURS_ARGS=--log-format=json: as the Deployment runs it.
+            *os.environ.get("BENCH_OURS_ARGS", "").split(),
         ],
     )
     started = time.monotonic()
@@ -352,23 +355,21 @@ def _template(container: str, exit_code: int | None, run_for: str | None) -> Obj
     )
 
 
-def tfjob(name: str, workers: int, *, run_for: str | None = "2s", **run_policy: Any) -> Obj:
+def tfjob(
+    name: str, workers: int, *, run_for: str | None = "2s", ps: bool = True, **run_policy: Any
+) -> Obj:
     code = 0 if run_for else None
+    specs: Obj = {
+        "Worker": {"replicas": workers, "template": _template("tensorflow", code, run_for)}
+    }
+    if ps:
+        # The PS runs until the job ends (the default policy stops it).
+        specs["PS"] = {"replicas": 1, "template": _template("tensorflow", None, None)}
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "TFJob",
         "metadata": {"name": name, "namespace": NS},
-        "spec": {
-            "runPolicy": run_policy,
-            "tfReplicaSpecs": {
-                # The PS runs until the job ends (the default policy stops it).
-                "PS": {"replicas": 1, "template": _template("tensorflow", None, None)},
-                "Worker": {
-                    "replicas": workers,
-                    "template": _template("tensorflow", code, run_for),
-                },
-            },
-        },
+        "spec": {"runPolicy": run_policy, "tfReplicaSpecs": specs},
     }
 
 
@@ -617,21 +618,43 @@ async def burst_operator(
                 proc = await start_go_training(cluster, qps, burst, workers)
             else:
                 proc = await start_go_mpi(cluster, qps, burst)
+            profiler = None if go else _profile(proc, base)
             try:
                 out = Outcome(who, len(jobs), ready_seconds=round(proc.ready, 2))
+                cpu_submit = proc.stats()[2]
                 await asyncio.gather(*(kube.create(res, j, namespace=NS) for j in jobs))
                 out.seconds_to_all_done = round(await wait_done(kube, res, len(jobs), 900), 2)
+                await asyncio.sleep(3)
+                cpu_done = proc.stats()[2]
                 items = await events_settled(kube)
                 _, peak, cpu = proc.stats()
                 out.cpu_seconds = round(cpu - proc.cpu_at_ready, 2)
+                # The window of the issue's side-by-side run: from the first submission until
+                # 3 s after the last job is done (``cpu_seconds`` runs on to the Events' end).
+                out.extra["cpu_submit_to_done_3s"] = round(cpu_done - cpu_submit, 2)
+                out.extra["cpu_ready_to_submit"] = round(cpu_submit - proc.cpu_at_ready, 2)
                 out.peak_rss_mb = round(peak, 1)
                 out.events = events_summary(items, None if go else proc.log, res.kind, len(jobs))
             finally:
+                if profiler is not None:
+                    profiler.send_signal(signal.SIGINT)
+                    profiler.wait(30)
                 proc.stop()
             await _wait_audit(cluster)
             _finish(out, cluster, MEASURED[who], None)
             # Done is measured from the end of the submission; report it from the first create.
             return out
+
+
+def _profile(proc: Proc, base: Path) -> subprocess.Popen[bytes] | None:
+    """With ``BENCH_PYSPY=/path/to/py-spy``: our process sampled from submission to the end,
+    written as collapsed stacks (``ours.pyspy.txt``) beside the scenario's results."""
+    spy = os.environ.get("BENCH_PYSPY")
+    if not spy:
+        return None
+    out = RESULTS / f"{base.name}.pyspy.txt"
+    argv = [spy, "record", "-p", str(proc.pid), "-r", "250", "-f", "raw", "-o", str(out)]
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 async def burst_bare(jobs: list[Obj], qps: float, burst: int, base: Path) -> Outcome:
@@ -948,6 +971,12 @@ def summary() -> str:
         row("  ... that as a multiple of the bare client", _mult(o, b), _mult(g, b))
         row("  ... all Succeeded (s)", o.get("seconds_to_all_done"), g.get("seconds_to_all_done"))
         row("  ... CPU per job (ms)", _per_job_ms(o), _per_job_ms(g), _per_job_ms(b))
+        if "cpu_submit_to_done_3s" in o.get("extra", {}):
+            row(
+                "  ... of it from submission to 3 s after done (ms)",
+                _per_job_ms(o, "cpu_submit_to_done_3s"),
+                _per_job_ms(g, "cpu_submit_to_done_3s"),
+            )
         if tf:
             row("  ... peak RSS (MB)", o.get("peak_rss_mb"), g.get("peak_rss_mb"))
         row("  ... API requests per job", *each("requests_per_job"))
@@ -962,6 +991,9 @@ def summary() -> str:
         if r := load(scenario):
             title = f"100 TFJobs, QPS {qps}, {workers} workers"
             burst(title, r, pods="all 400 pods", objects="all 800 pods and services", tf=True)
+    if r := load("tfjobs-life"):
+        title = "100 TFJobs of 4 workers running 10 s, QPS 20"
+        burst(title, r, pods="all 400 pods", objects="all 800 pods and services", tf=True)
     if r := load("mpijobs"):
         burst("50 MPIJobs, QPS 20", r, pods="all pods", objects="all their objects", tf=False)
     r = load("idle")
@@ -1003,8 +1035,9 @@ def _mult(o: Obj, b: Obj) -> float | None:
     return round(a / c, 2) if a and c else None
 
 
-def _per_job_ms(o: Obj) -> float | None:
-    cpu, jobs = o.get("cpu_seconds"), o.get("jobs")
+def _per_job_ms(o: Obj, window: str = "") -> float | None:
+    cpu = o.get("extra", {}).get(window) if window else o.get("cpu_seconds")
+    jobs = o.get("jobs")
     return round(1000 * cpu / jobs, 1) if cpu is not None and jobs else None
 
 
@@ -1034,6 +1067,7 @@ SCENARIOS = (
     "tfjobs-qps20",
     "tfjobs-qps200",
     "tfjobs-qps200-w16",
+    "tfjobs-life",
     "mpijobs",
     "timers",
     "scale",
@@ -1051,6 +1085,12 @@ async def run(name: str, base: Path) -> None:
         jobs = [tfjob(f"tf-{i:03d}", 3) for i in range(100)]
         outcomes = await scenario_burst(name, TFJOBS, jobs, qps, burst, base / name, workers)
         setup = {"jobs": 100, "pods_per_job": 4, "qps": qps, "burst": burst, "workers": workers}
+    elif name == "tfjobs-life":
+        # The issue's side-by-side run: 4 workers (no PS) whose pods run 10 s, so that jobs
+        # spend most of their life Running rather than being created.
+        jobs = [tfjob(f"tf-{i:03d}", 4, run_for="10s", ps=False) for i in range(100)]
+        outcomes = await scenario_burst(name, TFJOBS, jobs, 20, 30, base / name)
+        setup = {"jobs": 100, "pods_per_job": 4, "qps": 20, "burst": 30, "pod_runs_for": "10s"}
     elif name == "mpijobs":
         jobs = [mpijob(f"mpi-{i:02d}", 2) for i in range(50)]
         outcomes = await scenario_burst(name, MPIJOBS, jobs, 20, 30, base / name)

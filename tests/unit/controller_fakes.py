@@ -35,6 +35,8 @@ class FakeApi:
         self.objects: dict[tuple[str, str], Obj] = {}
         self.status_writes = 0
         self.created: list[str] = []
+        self.backlog_seconds = 0.0
+        """What :meth:`backlog` answers: the client-side rate limiter's queue, in seconds."""
         self._rv = 100
         for obj in objects:
             self.objects[(obj["kind"], obj["metadata"]["name"])] = copy.deepcopy(obj)
@@ -42,6 +44,9 @@ class FakeApi:
     @property
     def job(self) -> Obj:
         return self.objects[("TFJob", "tf")]
+
+    def backlog(self) -> float:
+        return self.backlog_seconds
 
     def _bump(self, obj: Obj) -> None:
         self._rv += 1

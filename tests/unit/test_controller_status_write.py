@@ -23,7 +23,12 @@ from controller_fakes import (
     worker_pod,
 )
 
-from jobcontroller.controller.status import STATUS_COALESCE_SECONDS
+from jobcontroller.controller.status import (
+    STATUS_BACKLOG_HOLD_SECONDS,
+    STATUS_COALESCE_SECONDS,
+    pods_starting,
+)
+from jobcontroller.core.types import Observed
 from jobcontroller.runtime.kube import ApiError
 from jobcontroller.runtime.metrics import Metrics
 
@@ -202,3 +207,126 @@ async def test_counters_are_written_at_once_when_no_pod_is_still_starting(
     await controller.reconcile(KEY)
     assert api.status_writes == 1
     assert api.job["status"]["replicaStatuses"]["Worker"]["active"] == 2
+
+
+async def test_a_pass_that_creates_pods_holds_a_counters_only_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the pass just created is still to start: its counters are written with what it
+    becomes (an MPIJob's launcher Job, created once the workers run, is one such pass)."""
+    clock = [1000.0]
+    monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
+    job = tf_job(status=RUNNING_STATUS)
+    api = FakeApi(job)
+    controller = tf_controller(api, cached=[job, worker_pod(0, phase="Running")])
+    controller.states.of(KEY).status_written = clock[0] - 60.0
+    after = await controller.reconcile(KEY)
+    assert "tf-worker-1" in api.created
+    assert api.status_writes == 0  # active 2 -> 1 while worker 1 is being made: held back
+    assert after is not None and 0 < after <= STATUS_COALESCE_SECONDS
+
+
+async def test_the_hold_is_bounded_from_the_first_held_change_not_the_last_write(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A job written long ago still coalesces the steps of its start, and a pod that never
+    leaves Pending delays its counters by STATUS_COALESCE_SECONDS at most."""
+    clock = [1000.0]
+    monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
+    job = tf_job(status=RUNNING_STATUS)
+    api = FakeApi(job)
+    pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Pending")]
+    controller = tf_controller(api, cached=[job, *pods])
+    controller.states.of(KEY).status_written = clock[0] - 60.0
+    catch_up(controller, api)
+    await controller.reconcile(KEY)
+    assert api.status_writes == 0
+    clock[0] += STATUS_COALESCE_SECONDS / 2
+    catch_up(controller, api)
+    after = await controller.reconcile(KEY)
+    assert api.status_writes == 0
+    assert after is not None and after == pytest.approx(STATUS_COALESCE_SECONDS / 2)
+    clock[0] += STATUS_COALESCE_SECONDS / 2
+    catch_up(controller, api)
+    await controller.reconcile(KEY)
+    assert api.status_writes == 1
+    assert api.job["status"]["replicaStatuses"]["Worker"]["active"] == 1
+
+
+def _launcher(**status: Any) -> dict[str, Any]:
+    return {
+        "kind": "Job",
+        "metadata": {"name": "pi-launcher", "uid": "j"},
+        "spec": {},
+        "status": status,
+    }
+
+
+def test_a_launcher_job_without_its_pod_yet_is_still_starting() -> None:
+    """MPI's workers all Running and its launcher Job just created: the Job controller has not
+    made the launcher's pod yet, so the counters wait for it (and for the Running it brings)."""
+    running = [worker_pod(0, phase="Running"), worker_pod(1, phase="Running")]
+    pod: dict[str, Any] = {"metadata": {"name": "pi-launcher-x"}, "status": {"phase": "Running"}}
+
+    def observed(job: dict[str, Any], *launcher_pods: dict[str, Any]) -> Observed:
+        return Observed(
+            pods=running,
+            owned={"Job": [job]},
+            controlled_by=lambda kind, uid: launcher_pods if (kind, uid) == ("Pod", "j") else (),
+        )
+
+    assert pods_starting(observed(_launcher()))
+    assert not pods_starting(observed(_launcher(active=1), pod))
+    ended = {**pod, "status": {"phase": "Succeeded"}}
+    assert pods_starting(observed(_launcher(), ended))  # the Job's Complete is coming
+    done = {"conditions": [{"type": "Complete", "status": "True"}]}
+    assert not pods_starting(observed(_launcher(**done)))
+    suspended = {**_launcher(), "spec": {"suspend": True}}
+    assert not pods_starting(observed(suspended))
+
+
+async def test_counters_wait_while_the_client_is_saturated_and_are_written_once_it_drains(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A burst of jobs at --kube-api-qps: a counters-only write would queue behind the pods
+    other jobs wait for, so it waits for the backlog to drain (bounded) instead."""
+    clock = [1000.0]
+    monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
+    status = {**RUNNING_STATUS, "replicaStatuses": {"Worker": {"active": 1}}}
+    job = tf_job(status=status)
+    api = FakeApi(job)
+    pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Running")]
+    controller = tf_controller(api, cached=[job, *pods])
+    controller.states.of(KEY).status_written = clock[0] - 60.0
+    catch_up(controller, api)
+    api.backlog_seconds = 4.0
+    after = await controller.reconcile(KEY)
+    assert api.status_writes == 0
+    assert after == pytest.approx(4.0)  # looked at again when the queue ahead has drained
+    clock[0] += 4.0
+    api.backlog_seconds = 0.0
+    catch_up(controller, api)
+    await controller.reconcile(KEY)
+    assert api.status_writes == 1
+    assert api.job["status"]["replicaStatuses"]["Worker"]["active"] == 2
+
+
+async def test_a_saturated_client_delays_counters_by_a_bounded_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
+    status = {**RUNNING_STATUS, "replicaStatuses": {"Worker": {"active": 1}}}
+    job = tf_job(status=status)
+    api = FakeApi(job)
+    pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Running")]
+    controller = tf_controller(api, cached=[job, *pods])
+    controller.states.of(KEY).status_written = clock[0] - 60.0
+    catch_up(controller, api)
+    api.backlog_seconds = 1000.0  # never drains
+    await controller.reconcile(KEY)
+    assert api.status_writes == 0
+    clock[0] += STATUS_BACKLOG_HOLD_SECONDS
+    catch_up(controller, api)
+    await controller.reconcile(KEY)
+    assert api.status_writes == 1

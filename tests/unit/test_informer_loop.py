@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 import vtime
 
-from jobcontroller.runtime.informer import Informer, compact_pod
+from jobcontroller.runtime.informer import Informer
 from jobcontroller.runtime.kube import PODS, ApiError, WatchInactive
 from jobcontroller.runtime.metrics import Metrics
+from jobcontroller.runtime.projection import project_pod
 
 END = object()  # a watch script item: the server closes the stream
 
@@ -346,7 +347,7 @@ def test_transform_applies_before_store_and_handlers() -> None:
     pod = cm("p", "1", spec={"containers": [container], "volumes": [{"name": "v"}]})
     pod["metadata"]["managedFields"] = [{"manager": "kubectl"}]
     api.lists = [([pod], "1")]
-    informer = Informer(api, PODS, namespace="ns", transform=compact_pod)  # type: ignore[arg-type]
+    informer = Informer(api, PODS, namespace="ns", transform=project_pod)  # type: ignore[arg-type]
     handled: list[dict[str, Any]] = []
     informer.add_handlers(on_add=handled.append)
     run_until_idle(api, informer)
@@ -354,7 +355,7 @@ def test_transform_applies_before_store_and_handlers() -> None:
     assert stored is handled[0]
     assert stored is not None
     assert "managedFields" not in stored["metadata"]
-    assert stored["spec"] == {"containers": [{"name": "main", "ports": [{"containerPort": 1}]}]}
+    assert stored["spec"] == {"containers": [{"name": "main"}]}
 
 
 def test_default_transform_drops_managed_fields_only() -> None:

@@ -374,3 +374,42 @@ class TestWriteGate:
             assert [s.method for s in server.seen] == ["GET", "PUT", "POST"]
         finally:
             api.write_gate = None
+
+
+class TestOwnBudget:
+    """``with_own_budget``: a second budget of the same size over the same connections."""
+
+    async def test_a_spent_budget_does_not_hold_back_the_other(self, fake: Fake) -> None:
+        server, _, metrics = fake
+        server.script = [ok({"metadata": {"name": "a"}})]
+        base = KubeApi(fake[1].config, qps=1.0, burst=1, metrics=metrics, settings=FAST)
+        own = base.with_own_budget()
+        try:
+            await base.get(CONFIGMAPS, "a", namespace="ns")  # spends base's only token
+            assert base.backlog() > 0.5
+            async with asyncio.timeout(0.5):  # its own token: no wait behind base's
+                await own.create(CONFIGMAPS, {"metadata": {"name": "a"}}, namespace="ns")
+            assert own._client_session() is base._client_session()
+            await own.close()  # shares base's session: closing it closes nothing
+            await base.get(CONFIGMAPS, "a", namespace="ns")
+            assert [s.method for s in server.seen] == ["GET", "POST", "GET"]
+        finally:
+            await base.close()
+
+    async def test_it_follows_the_owners_write_gate(self, fake: Fake) -> None:
+        from jobcontroller.runtime.kube import NotLeader
+
+        server, api, _ = fake
+        server.script = [ok({"metadata": {"name": "a"}})]
+        own = api.with_own_budget()
+        holds = [True]
+        api.write_gate = lambda: holds[0]  # set after the copy, as a later election would
+        try:
+            holds[0] = False
+            with pytest.raises(NotLeader):
+                await own.create(CONFIGMAPS, {"metadata": {"name": "a"}}, namespace="ns")
+            holds[0] = True
+            await own.create(CONFIGMAPS, {"metadata": {"name": "a"}}, namespace="ns")
+            assert [s.method for s in server.seen] == ["POST"]
+        finally:
+            api.write_gate = None

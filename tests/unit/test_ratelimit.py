@@ -12,6 +12,7 @@ from jobcontroller.runtime.ratelimit import (
     BucketRateLimiter,
     ItemExponentialFailureRateLimiter,
     MaxOfRateLimiter,
+    Slots,
     TokenBucket,
     default_controller_rate_limiter,
 )
@@ -173,3 +174,81 @@ class TestTokenBucket:
             assert bucket.statistics().acquired_total == 1000
 
         vtime.run(main())
+
+
+class TestSlots:
+    async def test_at_most_n_hold_and_waiters_enter_in_order(self) -> None:
+        slots = Slots(2)
+        holding, peak, order = 0, 0, []
+
+        async def one(i: int) -> None:
+            nonlocal holding, peak
+            async with slots:
+                holding += 1
+                peak = max(peak, holding)
+                order.append(i)
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
+                holding -= 1
+
+        await asyncio.gather(*(one(i) for i in range(20)))
+        assert peak == 2
+        assert order == list(range(20))
+        assert slots.free == 2
+
+    async def test_a_cancelled_waiter_does_not_keep_a_slot(self) -> None:
+        slots = Slots(1)
+        release = asyncio.Event()
+
+        async def holder() -> None:
+            async with slots:
+                await release.wait()
+
+        async def waiter() -> None:
+            async with slots:
+                pass
+
+        h = asyncio.create_task(holder())
+        await asyncio.sleep(0)
+        cancelled, later = asyncio.create_task(waiter()), asyncio.create_task(waiter())
+        await asyncio.sleep(0)
+        cancelled.cancel()
+        release.set()
+        await asyncio.wait_for(asyncio.gather(h, later), 5)
+        assert cancelled.cancelled()
+        assert slots.free == 1
+
+    async def test_cancelled_after_being_handed_the_slot_passes_it_on(self) -> None:
+        slots = Slots(1)
+        entered = []
+
+        async def waiter(name: str) -> None:
+            async with slots:
+                entered.append(name)
+
+        async with slots:
+            first = asyncio.create_task(waiter("first"))
+            second = asyncio.create_task(waiter("second"))
+            await asyncio.sleep(0)
+        # The slot was handed to ``first``, which is cancelled before it runs.
+        first.cancel()
+        # Without passing it on, ``second`` would wait forever.
+        await asyncio.wait_for(asyncio.gather(first, second, return_exceptions=True), 5)
+        assert entered == ["second"]
+        assert slots.free == 1
+
+    def test_refuses_zero(self) -> None:
+        with pytest.raises(ValueError):
+            Slots(0)
+
+
+def test_backlog_is_the_wait_a_new_caller_would_have() -> None:
+    now = [0.0]
+    bucket = TokenBucket(qps=2.0, burst=2, clock=lambda: now[0])
+    assert bucket.backlog() == 0.0
+    reservoir_waits = [bucket._reservoir.reserve(now[0]) for _ in range(4)]  # 2 free, 2 owed
+    assert reservoir_waits == [0.0, 0.0, 0.5, 1.0]
+    assert bucket.backlog() == pytest.approx(1.5)  # the next one waits behind both
+    now[0] += 1.5
+    assert bucket.backlog() == 0.0
+    assert TokenBucket(qps=math.inf, burst=1).backlog() == 0.0

@@ -50,6 +50,7 @@ __all__ = [
     "MPIJobSpec",
     "MPIReplicaType",
     "default_mpijob",
+    "default_mpijob_in_place",
     "mpijob_crd",
     "validate_mpijob",
 ]
@@ -182,7 +183,12 @@ class MPIJob(JobModel[MPIJobSpec]):
 
 def default_mpijob(job: MPIJob) -> MPIJob:
     """mpi-operator's SetDefaults_MPIJob (v2beta1), as a pure function returning a new object."""
-    job = job.model_copy(deep=True)
+    return default_mpijob_in_place(job.model_copy(deep=True))
+
+
+def default_mpijob_in_place(job: MPIJob) -> MPIJob:
+    """:func:`default_mpijob` on ``job`` itself, for a model no one else holds (the planner's,
+    parsed afresh each pass): a deep copy of a whole MPIJob was a quarter of a plan's time."""
     spec = job.spec
     if spec.run_policy.clean_pod_policy is None:
         # The field comment says Running; the anchor's code (and so we) default to None.

@@ -63,7 +63,7 @@ from mpi_operator.api import (
     LauncherCreationPolicy,
     MPIJob,
     MPIReplicaType,
-    default_mpijob,
+    default_mpijob_in_place,
     validate_mpijob,
 )
 from mpi_operator.hostfile import (
@@ -97,6 +97,7 @@ class MPIJobController(JobController[MPIJob]):
     object_events = False  # mpi-operator v0.8 records no Event per created object
     owned_resources = {CONFIG_MAP: CONFIGMAPS, SECRET: SECRETS, JOB: JOBS}
     patched_children = frozenset({SERVICE})  # the job-wide Service's selector
+    status_budget_of_its_own = True  # as mpi-operator v0.8's MPIJob clientset
     mpi_metrics: MPIOperatorMetrics | None = None
 
     @override
@@ -122,7 +123,8 @@ class MPIJobController(JobController[MPIJob]):
 
     @override
     def set_defaults(self, job: MPIJob) -> MPIJob:
-        return default_mpijob(job)
+        # The planner parses the job afresh for each pass: no copy to protect.
+        return default_mpijob_in_place(job)
 
     @override
     def validate(self, job: MPIJob) -> list[str]:

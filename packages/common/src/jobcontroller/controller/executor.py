@@ -36,6 +36,7 @@ from jobcontroller.core.types import (
     PatchObject,
 )
 from jobcontroller.runtime.kube import ApiError, KubeApi, Resource
+from jobcontroller.runtime.ratelimit import Slots
 from jobcontroller.runtime.store import Store
 
 __all__ = ["Executed", "Executor", "unwatched_kinds"]
@@ -105,7 +106,7 @@ class Executor:
         self._shutting_down = shutting_down
         self._seen_terminating = seen_terminating
         self._materialize = materialize
-        self._write_slots = asyncio.Semaphore(_WRITE_CONCURRENCY)
+        self._write_slots = Slots(_WRITE_CONCURRENCY)
 
     async def execute(self, key: str, job: Obj, actions: tuple[Action, ...]) -> Executed:
         """Carry out ``actions`` concurrently, creations in slow-start batches."""

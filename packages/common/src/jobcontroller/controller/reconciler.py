@@ -50,7 +50,7 @@ from jobcontroller.controller.progress import (
 from jobcontroller.controller.progressauth import PodCheck
 from jobcontroller.controller.progressserver import ProgressServer, progress_rules
 from jobcontroller.controller.state import JobStates
-from jobcontroller.controller.status import StatusWriter, after_own_patch
+from jobcontroller.controller.status import STARTING_KINDS, StatusWriter, after_own_patch
 from jobcontroller.controller.telemetry import Telemetry
 from jobcontroller.controller.watch import LABEL_JOB_NAME, Watch
 from jobcontroller.core.crashes import Standing
@@ -68,13 +68,19 @@ from jobcontroller.core.types import (
 )
 from jobcontroller.crashguard import CrashGuard
 from jobcontroller.runtime.expectations import Expectations
-from jobcontroller.runtime.informer import compact_node, compact_pod
+from jobcontroller.runtime.informer import Transform, compact_node, strip_managed_fields
 from jobcontroller.runtime.kube import CONFIGMAPS, NODES, PODS, SERVICES, Resource
 from jobcontroller.runtime.manager import Manager
 from jobcontroller.runtime.progressflags import ProgressSettings
+from jobcontroller.runtime.projection import project_pod, project_service
 from jobcontroller.runtime.workqueue import WorkQueue
 
 __all__ = ["KindT", "Reconciler"]
+
+#: What the caches of owned kinds keep: pods and services only what the readers use (they are
+#: written back by merge patches only, never PUT); the few other children whole, since drift
+#: checks compare their declared fields (runtime/projection.py).
+_PROJECTIONS: dict[str, Transform] = {POD: project_pod, SERVICE: project_service}
 
 KindT = TypeVar("KindT", bound=ServedKind)
 """The model of the kind a reconciler serves (``TFJob``, ``TrainJob``)."""
@@ -122,6 +128,10 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
     object_events: ClassVar[bool] = True
     """An Event per object created or deleted (``SuccessfulCreatePod``...), as kubeflow/common
     records them; mpi-operator records none (the log still counts them)."""
+    status_budget_of_its_own: ClassVar[bool] = False
+    """Status writes through a QPS budget of their own (as large as the main client's), not
+    the one pods are created through: the mpi-operator writes MPIJob status through a
+    clientset of its own, so a burst of creations never waits behind status writes."""
     owned_resources: ClassVar[Mapping[str, Resource]] = {}
     """Kinds besides Pod, Service and PodGroup the framework creates (kind -> Resource)."""
     patched_children: ClassVar[frozenset[str]] = frozenset()
@@ -280,7 +290,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         if self.config.pod_group_available and self.owns_pods:
             self.priority_classes.watch(manager.informer(PRIORITY_CLASSES))
         for kind, resource in self._resources.items():
-            transform = compact_pod if kind == POD else None
+            transform = _PROJECTIONS.get(kind, strip_managed_fields)
             informer = manager.informer(
                 resource, label_selector=LABEL_JOB_NAME, transform=transform
             )
@@ -309,7 +319,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             materialize=self.materialize,
         )
         self.status_writer = StatusWriter(
-            api=manager.api,
+            api=manager.api.with_own_budget() if self.status_budget_of_its_own else manager.api,
             job_resource=self.job_resource,
             jobs=watch.job_store,
             states=self.states,
@@ -456,7 +466,8 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             # writes, and holding it back hid the outcome (a job whose clean-up keeps failing
             # never showed Failed) while every retry counted its metrics again.
             job = after_own_patch(raw, executed.patched_job)
-            wait = self.status_writer.wait(key, job, status, observed=observed)
+            created = sum(executed.done[("created", kind)] for kind in STARTING_KINDS)
+            wait = self.status_writer.wait(key, job, status, observed=observed, created=created)
             if wait > 0:
                 # Nothing is lost by waiting: the next pass derives the status again from the
                 # caches, and the timer makes sure there is one.

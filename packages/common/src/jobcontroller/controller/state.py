@@ -30,6 +30,12 @@ class JobState:
     """The latest run of identical creation failures, until a creation succeeds."""
     status_written: float | None = None
     """When this process last wrote the job's status (monotonic seconds)."""
+    status_held: float | None = None
+    """Since when a status change that touches only the replica counters has been held back
+    while the job starts (monotonic seconds; None: nothing held)."""
+    status_backlogged: float | None = None
+    """Since when such a change has been held back because the client's rate limiter was
+    saturated (monotonic seconds; None: it is not)."""
 
 
 class JobStates:

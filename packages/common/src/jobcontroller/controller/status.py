@@ -1,5 +1,6 @@
 """The status writer: PUTs a job's status subresource when it changed, keeps our own write in
-the cache, and holds back writes that would change only the replica counters while pods start.
+the cache, and holds back writes that would change only the replica counters while the job
+starts or the client's rate limiter is saturated.
 
 The PUT carries the cached resourceVersion, so a newer job (someone edited it, or our own
 previous write is not in the cache yet) answers 409: the writer then lets the informer bring
@@ -19,28 +20,69 @@ from jobcontroller.runtime.informer import strip_managed_fields
 from jobcontroller.runtime.kube import ApiError, KubeApi, Resource
 from jobcontroller.runtime.store import Store, object_key
 
-__all__ = ["STATUS_COALESCE_SECONDS", "StatusWriter", "after_own_patch", "pods_starting"]
+__all__ = [
+    "STARTING_KINDS",
+    "STATUS_BACKLOG_HOLD_SECONDS",
+    "STATUS_BACKLOG_SECONDS",
+    "STATUS_COALESCE_SECONDS",
+    "StatusWriter",
+    "after_own_patch",
+    "pods_starting",
+]
 
 log = structlog.get_logger(LOGGER_NAME)
 
-#: While some of a job's pods are still Pending, a status write that would change nothing but
-#: the replica counters waits until this long after the job's previous status write, so pods
-#: starting one after another cost one write, not one each (a client-go operator gets the same
-#: from its slower queue). Conditions, start and completion times are written at once, and so
-#: are the counters once no pod is Pending: what a client reads after the last pod started is
-#: complete.
-STATUS_COALESCE_SECONDS = 1.0
+_BATCH_JOB = "Job"
+#: Kinds whose creation starts something (a pod, or a batch Job that makes one): a pass that
+#: created one has not seen the job's start end.
+STARTING_KINDS = (POD, _BATCH_JOB)
+
+#: While a job is still starting (some of its pods Pending, a Job it owns with no pod yet, or
+#: the pass just created objects for it), a status write that would change nothing but the
+#: replica counters is held back, for at most this long after the first such change, so the
+#: steps of a start (workers scheduled, then running, then MPI's launcher created, then its
+#: pod running) cost one write with the condition they lead to, not one each: an MPIJob is
+#: written when Created, Running and finished, as mpi-operator's slower queue writes it.
+#: Conditions, start and completion times are written at once, and so are the counters once
+#: nothing is starting: what a client reads after the last pod started is complete.
+STATUS_COALESCE_SECONDS = 5.0
+
+#: A client whose rate limiter would make a request wait this long is saturated (a burst of
+#: jobs at --kube-api-qps): counter-only writes then wait until it is not, for at most
+#: STATUS_BACKLOG_HOLD_SECONDS, so the budget goes to the objects that start jobs, and the
+#: counters are written with the job's next condition or once the backlog has drained.
+STATUS_BACKLOG_SECONDS = 1.0
+STATUS_BACKLOG_HOLD_SECONDS = 30.0
 
 
 def pods_starting(observed: Observed) -> bool:
-    """Whether some pod of the job, or of an object the job controls (MPI's launcher Job), is
-    still Pending."""
+    """Whether the job is still starting: some pod of the job, or of an object the job controls
+    (MPI's launcher Job), is still Pending, or a batch Job it owns that has not finished is
+    about to change (the Job controller has not made its pod yet, or its pods have all ended
+    and its verdict is coming)."""
     pods = list(observed.pods)
-    for objects in observed.owned.values():
+    for kind, objects in observed.owned.items():
         for obj in objects:
             uid = str((obj.get("metadata") or {}).get("uid") or "")
-            pods += observed.controlled_by(POD, uid)
+            controlled = observed.controlled_by(POD, uid)
+            if kind == _BATCH_JOB and _job_will_run(obj) and all(map(_ended, controlled)):
+                return True
+            pods += controlled
     return any((p.get("status") or {}).get("phase", "Pending") == "Pending" for p in pods)
+
+
+def _ended(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _job_will_run(job: Obj) -> bool:
+    """A batch Job that is neither suspended nor finished."""
+    if (job.get("spec") or {}).get("suspend"):
+        return False
+    return not any(
+        c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or ()
+    )
 
 
 def after_own_patch(cached: Obj, patched: Obj | None) -> Obj:
@@ -78,21 +120,42 @@ class StatusWriter:
         self._states = states
         self._telemetry = telemetry
 
-    def wait(self, key: str, job: Obj, status: StatusDoc, *, observed: Observed) -> float:
+    def wait(
+        self, key: str, job: Obj, status: StatusDoc, *, observed: Observed, created: int = 0
+    ) -> float:
         """Seconds to hold back a status write that changes only the replica counters while
-        some of the job's pods are still starting (see STATUS_COALESCE_SECONDS); 0 to write
-        now."""
+        the job is still starting (see STATUS_COALESCE_SECONDS) or the client's rate limiter
+        is saturated (STATUS_BACKLOG_SECONDS); 0 to write now. ``created``:
+        pods and batch Jobs this pass created for the job (what they become is still to
+        come)."""
         state = self._states.get(key)
-        last = state.status_written if state is not None else None
-        if last is None or not pods_starting(observed):
-            return 0.0
+        if state is None or state.status_written is None:
+            return 0.0  # the first write of a job never waits
         old = job.get("status") or {}
         new = status.to_dict()
-        if {k: v for k, v in old.items() if k != "replicaStatuses"} != {
-            k: v for k, v in new.items() if k != "replicaStatuses"
-        }:
+        if new == old:
             return 0.0
-        return max(0.0, last + STATUS_COALESCE_SECONDS - time.monotonic())
+        counters_only = {k: v for k, v in old.items() if k != "replicaStatuses"} == {
+            k: v for k, v in new.items() if k != "replicaStatuses"
+        }
+        if not counters_only:
+            return 0.0
+        backlog = self._api.backlog()
+        now = time.monotonic()
+        if backlog >= STATUS_BACKLOG_SECONDS:
+            # Look again once the queue ahead has drained (or the longer bound is reached);
+            # the start's own bound counts from then.
+            state.status_held = None
+            if state.status_backlogged is None:
+                state.status_backlogged = now
+            left = state.status_backlogged + STATUS_BACKLOG_HOLD_SECONDS - now
+            return max(0.0, min(left, backlog))
+        state.status_backlogged = None
+        if not (created or pods_starting(observed)):
+            return 0.0
+        if state.status_held is None:
+            state.status_held = now
+        return max(0.0, state.status_held + STATUS_COALESCE_SECONDS - now)
 
     async def write(self, job: Obj, status: StatusDoc) -> bool:
         """PUT the status subresource when it differs from the cached one; True when the job
@@ -114,7 +177,9 @@ class StatusWriter:
                 return False
             raise
         self._cache_own_write(job, written)
-        self._states.of(object_key(job)).status_written = time.monotonic()
+        state = self._states.of(object_key(job))
+        state.status_written = time.monotonic()
+        state.status_held = state.status_backlogged = None
         self._telemetry.status_written(job, job.get("status") or {}, new)
         return True
 

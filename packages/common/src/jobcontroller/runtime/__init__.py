@@ -7,12 +7,13 @@ Nothing here knows about jobs; :mod:`jobcontroller.controller` joins it to the p
 from jobcontroller.runtime.events import EventRecorder
 from jobcontroller.runtime.expectations import Expectations
 from jobcontroller.runtime.flags import Settings
-from jobcontroller.runtime.informer import Informer, compact_pod, strip_managed_fields
+from jobcontroller.runtime.informer import Informer, strip_managed_fields
 from jobcontroller.runtime.kube import ApiError, KubeApi, Resource
 from jobcontroller.runtime.leader import LeaderElector, LeadershipLost
 from jobcontroller.runtime.logging import configure_logging
 from jobcontroller.runtime.manager import Controller, Manager
 from jobcontroller.runtime.metrics import Metrics
+from jobcontroller.runtime.projection import project_pod, project_service
 from jobcontroller.runtime.runner import run_operator
 from jobcontroller.runtime.workqueue import QueueShutDown, WorkQueue
 
@@ -31,8 +32,9 @@ __all__ = [
     "Resource",
     "Settings",
     "WorkQueue",
-    "compact_pod",
     "configure_logging",
+    "project_pod",
+    "project_service",
     "run_operator",
     "strip_managed_fields",
 ]

@@ -30,12 +30,12 @@ may be a coroutine function; it is awaited, which holds back the next event.
 
 **What the store keeps.** A ``transform`` runs on every object before it is stored. The default,
 :func:`strip_managed_fields`, drops ``metadata.managedFields`` (server-side-apply bookkeeping,
-often the largest part of a small object) and keeps everything else. :func:`compact_pod` goes
-further for pods and keeps only what job controllers read: all of ``metadata`` except
-managedFields; ``spec`` minus volumes, affinity, tolerations and the containers' command, args,
-env, envFrom, volumeMounts and probes; and ``status`` minus ``containerStatuses[].image*`` and
-``imageID`` details. :func:`compact_node` keeps of a Node only its name and Ready condition
-(status and transition time). Objects in the store are shared: treat them as read-only.
+often the largest part of a small object) and keeps everything else. Pods and services are
+projected on arrival to the fields job controllers read (:mod:`jobcontroller.runtime.projection`:
+:func:`~jobcontroller.runtime.projection.project_pod` keeps metadata, container names, the node
+and the status minus images). :func:`compact_node` keeps of a Node only its name and Ready
+condition (status and transition time). Objects in the store are shared: treat them as
+read-only.
 """
 
 from __future__ import annotations
@@ -62,21 +62,6 @@ UpdateHandler = Callable[[Obj, Obj], Awaitable[None] | None]
 DeleteHandler = Callable[[Obj], Awaitable[None] | None]
 Transform = Callable[[Obj], Obj]
 
-_POD_SPEC_DROP = ("volumes", "affinity", "tolerations", "topologySpreadConstraints")
-_CONTAINER_DROP = (
-    "command",
-    "args",
-    "env",
-    "envFrom",
-    "volumeMounts",
-    "livenessProbe",
-    "readinessProbe",
-    "startupProbe",
-    "lifecycle",
-    "securityContext",
-)
-_CONTAINER_STATUS_DROP = ("image", "imageID", "containerID", "volumeMounts", "allocatedResources")
-
 
 def _uid(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
@@ -87,24 +72,6 @@ def strip_managed_fields(obj: Obj) -> Obj:
     meta = obj.get("metadata")
     if meta is not None:
         meta.pop("managedFields", None)
-    return obj
-
-
-def compact_pod(obj: Obj) -> Obj:
-    """A pod reduced to what job controllers read (see the module docstring)."""
-    strip_managed_fields(obj)
-    spec = obj.get("spec") or {}
-    for key in _POD_SPEC_DROP:
-        spec.pop(key, None)
-    for group in ("initContainers", "containers"):
-        for container in spec.get(group) or ():
-            for key in _CONTAINER_DROP:
-                container.pop(key, None)
-    status = obj.get("status") or {}
-    for group in ("initContainerStatuses", "containerStatuses"):
-        for cstatus in status.get(group) or ():
-            for key in _CONTAINER_STATUS_DROP:
-                cstatus.pop(key, None)
     return obj
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -241,6 +242,21 @@ class TokenBucket:
         self._acquired += 1
         return delay
 
+    @property
+    def qps(self) -> float:
+        return self._qps
+
+    @property
+    def burst(self) -> int:
+        return self._burst
+
+    def backlog(self) -> float:
+        """Seconds a caller asking now would wait for its token (0: one is free)."""
+        if math.isinf(self._qps):
+            return 0.0
+        tokens = self._reservoir.available(self._clock())
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self._qps
+
     def statistics(self) -> TokenBucketStatistics:
         return TokenBucketStatistics(
             qps=self._qps,
@@ -251,3 +267,48 @@ class TokenBucket:
             wait_seconds_total=self._wait_total,
             waiting=self._waiting,
         )
+
+
+class Slots:
+    """At most ``n`` holders at once, waiters served first come first served.
+
+    What ``asyncio.Semaphore`` does, but entering costs O(1): 3.11's ``Semaphore.acquire``
+    asks ``locked()``, which scans every waiter, so with hundreds of creations queued behind
+    the client's QPS each entry cost a scan (3.3% of the operator's CPU in the 100-TFJob bench
+    profile). A released slot goes straight to the oldest waiter still waiting; cancelled
+    waiters are skipped when reached.
+    """
+
+    def __init__(self, n: int) -> None:
+        if n < 1:
+            raise ValueError(f"Slots needs n >= 1, got {n}")
+        self._free = n
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    @property
+    def free(self) -> int:
+        return self._free
+
+    async def __aenter__(self) -> None:
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self._release()  # handed a slot, then cancelled before running: pass it on
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)
+                return
+        self._free += 1

@@ -1,0 +1,226 @@
+"""What a cache keeps of each object: a projection, applied on arrival.
+
+client-go's informers keep whole objects (a ``TransformFunc`` may trim them); a pod with its
+containers' env, command, volumes and probes is several KB of which a job controller reads a
+few hundred bytes. A :data:`Shape` names the fields the readers of a cache use (the planner,
+the executor, the status writer, telemetry, the NodeLost watch); :func:`project` builds a new,
+smaller object holding only those, so the decoded original and every dropped field are freed at
+once (popping keys would leave each dict's table at its decoded size). Short strings are
+interned on the way: label keys and values, phases, reasons and timestamps repeat across
+thousands of pods and are then held once.
+
+A projected object must never be written back whole (a PUT of it would wipe what was dropped):
+the controllers change pods and services only by merge patches and deletes, and
+:class:`~jobcontroller.runtime.kube.KubeApi` refuses to PUT a :class:`Projected` object.
+
+``tests/unit/test_cache_projection.py`` plans every example job from full and from projected
+(and :func:`guarded`) objects: a reader that starts to use a dropped field fails there, and the
+field then belongs in the shape.
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from collections.abc import Mapping
+from typing import Any, Final
+
+from typing_extensions import override
+
+__all__ = [
+    "POD_SHAPE",
+    "SERVICE_SHAPE",
+    "DroppedFieldRead",
+    "Projected",
+    "Shape",
+    "guarded",
+    "project",
+    "project_pod",
+    "project_service",
+]
+
+#: ``key -> None`` keeps the value whole; ``key -> Shape`` projects a mapping; ``key ->
+#: [Shape]`` projects every item of a list.
+Shape = Mapping[str, Any]
+
+_INTERN_MAX = 64
+#: Values unique to one object: interning them would only grow the interpreter's table.
+_UNIQUE: Final = frozenset({"uid", "resourceVersion", "message"})
+
+#: metadata: ownerReferences stay whole (an adoption or a foreign-owner check reads them, and
+#: no field of theirs is large); managedFields and everything else go.
+_META: Final[Shape] = {
+    "name": None,
+    "generateName": None,
+    "namespace": None,
+    "uid": None,
+    "resourceVersion": None,
+    "generation": None,
+    "creationTimestamp": None,
+    "deletionTimestamp": None,
+    "deletionGracePeriodSeconds": None,
+    "labels": None,
+    "annotations": None,
+    "ownerReferences": None,
+    "finalizers": None,
+}
+
+_CONTAINER_STATUS: Final[Shape] = {
+    "name": None,
+    "state": None,
+    "lastState": None,
+    "ready": None,
+    "started": None,
+    "restartCount": None,
+}
+
+#: A pod as job controllers read it: container names (the framework's default container, an
+#: MPI launcher's first one), the node (NodeLost), and the status minus images and IPs.
+POD_SHAPE: Final[Shape] = {
+    "apiVersion": None,
+    "kind": None,
+    "metadata": _META,
+    "spec": {
+        "containers": [{"name": None}],
+        "initContainers": [{"name": None}],
+        "nodeName": None,
+        "schedulerName": None,
+        "restartPolicy": None,
+    },
+    "status": {
+        "phase": None,
+        "reason": None,
+        "message": None,
+        "startTime": None,
+        "conditions": [
+            {
+                "type": None,
+                "status": None,
+                "reason": None,
+                "message": None,
+                "lastTransitionTime": None,
+            }
+        ],
+        "containerStatuses": [_CONTAINER_STATUS],
+        "initContainerStatuses": [_CONTAINER_STATUS],
+    },
+}
+
+#: A Service: the fields an MPIJob's job-wide Service keeps in line (selector,
+#: publishNotReadyAddresses) and its headless-ness; ports, IP families and status go.
+SERVICE_SHAPE: Final[Shape] = {
+    "apiVersion": None,
+    "kind": None,
+    "metadata": _META,
+    "spec": {"selector": None, "publishNotReadyAddresses": None, "clusterIP": None},
+}
+
+
+class Projected(dict[str, Any]):
+    """An object reduced by :func:`project` (a plain dict otherwise, with no extra memory):
+    the marker lets the API client refuse to PUT it."""
+
+    __slots__ = ()
+
+
+class DroppedFieldRead(AssertionError):
+    """A reader looked up a field its cache's projection drops (raised by :func:`guarded`)."""
+
+
+def _interned(value: Any, *, key: str = "") -> Any:
+    if isinstance(value, str):
+        if len(value) <= _INTERN_MAX and key not in _UNIQUE:
+            return sys.intern(value)
+        return value
+    if isinstance(value, dict):
+        return {sys.intern(k): _interned(v, key=k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_interned(v, key=key) for v in value]
+    return value
+
+
+def _project(value: Any, shape: Any, key: str) -> Any:
+    if shape is None:
+        return _interned(value, key=key)
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return _interned(value, key=key)
+        return [_project(item, shape[0], key) for item in value]
+    if not isinstance(value, dict):
+        return _interned(value, key=key)
+    return {k: _project(value[k], sub, k) for k, sub in shape.items() if k in value}
+
+
+def project(obj: Mapping[str, Any], shape: Shape) -> Projected:
+    """A new object holding only ``shape``'s fields of ``obj`` (which is left as it is). Its
+    metadata is marked too, so a shallow copy (``{**obj, "spec": ...}``) stays refusable."""
+    kept = Projected((k, _project(obj[k], sub, k)) for k, sub in shape.items() if k in obj)
+    meta = kept.get("metadata")
+    if isinstance(meta, dict):
+        kept["metadata"] = Projected(meta)
+    return kept
+
+
+def project_pod(obj: dict[str, Any]) -> dict[str, Any]:
+    """:func:`project` with :data:`POD_SHAPE` (an informer's ``transform``)."""
+    return project(obj, POD_SHAPE)
+
+
+def project_service(obj: dict[str, Any]) -> dict[str, Any]:
+    """:func:`project` with :data:`SERVICE_SHAPE` (an informer's ``transform``)."""
+    return project(obj, SERVICE_SHAPE)
+
+
+class _Guarded(dict[str, Any]):
+    """A projected mapping that raises :class:`DroppedFieldRead` when a key the projection
+    dropped is looked up (``[]``, ``get``, ``in``); for tests."""
+
+    __slots__ = ("_dropped", "_where")
+
+    def __init__(self, data: dict[str, Any], dropped: frozenset[str], where: str) -> None:
+        super().__init__(data)
+        self._dropped = dropped
+        self._where = where
+
+    def _check(self, key: object) -> None:
+        if key in self._dropped:
+            raise DroppedFieldRead(f"{self._where}.{key} is dropped by the cache's projection")
+
+    @override
+    def __getitem__(self, key: str) -> Any:
+        self._check(key)
+        return super().__getitem__(key)
+
+    @override
+    def get(self, key: str, default: Any = None) -> Any:
+        self._check(key)
+        return super().get(key, default)
+
+    @override
+    def __contains__(self, key: object) -> bool:
+        self._check(key)
+        return super().__contains__(key)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return {k: copy.deepcopy(v, memo) for k, v in self.items()}
+
+
+def _guard(value: Any, shape: Any, where: str) -> Any:
+    if shape is None:
+        return value
+    if isinstance(shape, list):
+        if not isinstance(value, list):
+            return value
+        return [_guard(item, shape[0], f"{where}[]") for item in value]
+    if not isinstance(value, dict):
+        return value
+    kept = {k: _guard(value[k], sub, f"{where}.{k}") for k, sub in shape.items() if k in value}
+    return _Guarded(kept, frozenset(value) - frozenset(kept), where)
+
+
+def guarded(obj: Mapping[str, Any], shape: Shape) -> dict[str, Any]:
+    """``obj`` projected by ``shape`` whose mappings raise :class:`DroppedFieldRead` on a
+    lookup of a field ``obj`` had and the projection dropped: a test's way to catch a reader
+    of a dropped field."""
+    result: dict[str, Any] = _guard(dict(obj), shape, "")
+    return result

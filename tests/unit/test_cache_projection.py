@@ -1,0 +1,320 @@
+"""The pod and service caches' projections keep every field the controllers read.
+
+Each example job (examples/, the seeds) is walked through its pods' lives (pending, running,
+a container killed and restarting, a pod failed, all succeeded) twice at each step: once
+planned from whole objects, as the API server sends them, and once from the same objects
+projected as the caches keep them and guarded, so that looking up a dropped field raises. The
+two plans must be the same. A reader that starts to use a field the projection drops fails
+here; the field then belongs in runtime/projection.py's shape.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import itertools
+from pathlib import Path
+from typing import Any
+
+import pytest
+from plan_fixtures import merge_patch
+
+from jax_operator.controller import JAXJobController
+from jobcontroller import CreateObject, DeleteObject, Observed, PatchObject, Plan, plan
+from jobcontroller.controller.reconciler import Reconciler
+from jobcontroller.core.types import POD, SERVICE
+from jobcontroller.runtime.projection import (
+    POD_SHAPE,
+    SERVICE_SHAPE,
+    DroppedFieldRead,
+    Projected,
+    guarded,
+    project_pod,
+    project_service,
+)
+from jobcontroller.testing import yamlfast
+from mpi_operator.controller import MPIJobController
+from paddle_operator.controller import PaddleJobController
+from pytorch_operator.controller import PyTorchJobController
+from tf_operator.controller import TFJobController
+from xgboost_operator.controller import XGBoostJobController
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = [
+    *sorted(ROOT.glob("examples/*.yaml")),
+    *sorted(ROOT.glob("examples/real/*.yaml")),
+    *sorted(ROOT.glob("tests/data/seeds/*.yaml")),
+]
+CONTROLLERS: dict[str, type[Reconciler[Any]]] = {
+    "TFJob": TFJobController,
+    "PyTorchJob": PyTorchJobController,
+    "MPIJob": MPIJobController,
+    "XGBoostJob": XGBoostJobController,
+    "PaddleJob": PaddleJobController,
+    "JAXJob": JAXJobController,
+}
+START = dt.datetime(2024, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
+SHAPES = {POD: POD_SHAPE, SERVICE: SERVICE_SHAPE}
+
+
+def _stamp(minutes: int) -> str:
+    return (START + dt.timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ApiServer:
+    """The job's namespace as the API server holds it: whole objects, server defaults
+    included (the fields the caches drop must be there to be dropped)."""
+
+    def __init__(self, job: dict[str, Any], controller: Reconciler[Any]) -> None:
+        self.job = job
+        self.controller = controller
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self._uids = itertools.count()
+        self.minute = 0
+
+    def add(self, kind: str, body: dict[str, Any]) -> dict[str, Any]:
+        obj = copy.deepcopy(body)
+        meta = obj.setdefault("metadata", {})
+        meta.setdefault("namespace", "ns")
+        meta.setdefault("uid", f"uid-{next(self._uids)}")
+        meta["resourceVersion"] = str(next(self._uids))
+        meta["creationTimestamp"] = _stamp(self.minute)
+        meta["managedFields"] = [{"manager": "op", "operation": "Update", "fieldsV1": {}}]
+        if kind == POD:
+            spec = obj.setdefault("spec", {})
+            spec.setdefault("restartPolicy", "Always")
+            spec.update(dnsPolicy="ClusterFirst", schedulerName="default-scheduler")
+            spec.setdefault("volumes", []).append({"name": "token", "projected": {"sources": []}})
+            spec["tolerations"] = [{"key": "node.kubernetes.io/not-ready", "operator": "Exists"}]
+            for c in spec.get("containers") or []:
+                c.update(terminationMessagePath="/dev/termination-log", imagePullPolicy="Always")
+                c.setdefault("volumeMounts", []).append({"name": "token", "mountPath": "/t"})
+            obj["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+        elif kind == SERVICE:
+            obj["spec"].update(type="ClusterIP", ipFamilies=["IPv4"], sessionAffinity="None")
+            obj["status"] = {"loadBalancer": {}}
+        self.objects[(kind, meta["name"])] = obj
+        return obj
+
+    def pods(self) -> list[dict[str, Any]]:
+        return [o for (k, _), o in sorted(self.objects.items()) if k == POD]
+
+    def observed(self, *, cached: bool) -> Observed:
+        def view(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+            shape = SHAPES.get(kind)
+            return guarded(obj, shape) if cached and shape else obj
+
+        def controlled(uid: str) -> list[tuple[str, dict[str, Any]]]:
+            return [
+                (kind, view(kind, o))
+                for (kind, _), o in sorted(self.objects.items())
+                if any(
+                    r.get("uid") == uid and r.get("controller")
+                    for r in o["metadata"].get("ownerReferences") or []
+                )
+            ]
+
+        by_kind: dict[str, list[dict[str, Any]]] = {}
+        for kind, obj in controlled(self.job["metadata"]["uid"]):
+            by_kind.setdefault(kind, []).append(obj)
+        return Observed(
+            pods=by_kind.pop(POD, []),
+            services=by_kind.pop(SERVICE, []),
+            owned=by_kind,
+            lookup=lambda kind, name: (
+                view(kind, self.objects[(kind, name)]) if (kind, name) in self.objects else None
+            ),
+            controlled_by=lambda kind, uid: [o for k, o in controlled(uid) if k == kind],
+        )
+
+    def plan(self, *, cached: bool) -> Plan:
+        now = START + dt.timedelta(minutes=self.minute, seconds=30)
+        config = self.controller.config
+        observed = self.observed(cached=cached)
+        return plan(self.controller, copy.deepcopy(self.job), observed, now=now, config=config)
+
+    def step(self) -> Plan:
+        """Plan from whole and from cached objects, check they agree, apply the plan."""
+        whole, cached = self.plan(cached=False), self.plan(cached=True)
+        assert cached == whole
+        for action in whole.actions:
+            if isinstance(action, CreateObject):
+                self.add(action.kind, self.controller.materialize(action).body)
+            elif isinstance(action, DeleteObject):
+                self.objects.pop((action.kind, action.name), None)
+            elif isinstance(action, PatchObject):
+                target = self.objects.get((action.kind, action.name), self.job)
+                merge_patch(target, action.patch)
+        if whole.status is not None:
+            self.job["status"] = whole.status.to_dict()
+        self._launcher_pods()
+        self.minute += 1
+        return whole
+
+    def _launcher_pods(self) -> None:
+        """The Job controller's part: a pod for each batch Job (an MPI launcher)."""
+        for (kind, name), obj in list(self.objects.items()):
+            if kind != "Job" or (POD, f"{name}-x") in self.objects:
+                continue
+            template = copy.deepcopy(obj["spec"]["template"])
+            ref = {"kind": "Job", "name": name, "uid": obj["metadata"]["uid"], "controller": True}
+            meta = {**template.get("metadata", {}), "name": f"{name}-x", "ownerReferences": [ref]}
+            self.add(POD, {**template, "metadata": meta})
+
+
+def _running(pod: dict[str, Any], minute: int, **container: Any) -> None:
+    pod["spec"]["nodeName"] = "node-1"
+    pod["status"] = {
+        "phase": "Running",
+        "startTime": _stamp(minute),
+        "hostIP": "10.0.0.1",
+        "podIP": "10.1.0.7",
+        "podIPs": [{"ip": "10.1.0.7"}],
+        "qosClass": "BestEffort",
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": _stamp(minute)}],
+        "containerStatuses": [
+            {
+                "name": c["name"],
+                "image": c.get("image", ""),
+                "imageID": "sha256:abc",
+                "containerID": "containerd://1",
+                "ready": True,
+                "started": True,
+                "restartCount": 0,
+                "state": {"running": {"startedAt": _stamp(minute)}},
+                **container,
+            }
+            for c in pod["spec"]["containers"]
+        ],
+    }
+
+
+def _ended(pod: dict[str, Any], minute: int, code: int, *, phase: str | None = None) -> None:
+    _running(pod, minute)
+    terminated = {"exitCode": code, "reason": "Error" if code else "Completed"}
+    for status in pod["status"]["containerStatuses"]:
+        status.update(
+            ready=False, state={"terminated": {**terminated, "finishedAt": _stamp(minute)}}
+        )
+    pod["status"]["phase"] = phase or ("Succeeded" if code == 0 else "Failed")
+
+
+def _crashing(pod: dict[str, Any], minute: int) -> None:
+    last = {"terminated": {"exitCode": 137, "reason": "OOMKilled", "finishedAt": _stamp(minute)}}
+    waiting = {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s"}}
+    _running(pod, minute, restartCount=1, lastState=last, state=waiting, ready=False)
+
+
+def _example_jobs() -> list[Any]:
+    params = []
+    for path in EXAMPLES:
+        for doc in yamlfast.load_all(path.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") in CONTROLLERS:
+                name = f"{path.parent.name}/{path.name}"
+                params.append(pytest.param(doc, id=name))
+    return params
+
+
+@pytest.mark.parametrize("raw", _example_jobs())
+def test_plans_from_cached_pods_and_services_match_plans_from_whole_ones(
+    raw: dict[str, Any],
+) -> None:
+    job = copy.deepcopy(raw)
+    job["metadata"].update(namespace="ns", uid="job-uid", resourceVersion="1")
+    server = ApiServer(job, CONTROLLERS[job["kind"]]())
+    for _ in range(4):
+        server.step()
+    pods = server.pods()
+    assert pods, "the example created no pods"
+    for pod in pods:
+        _running(pod, server.minute)
+    server.step()
+    # A pod being deleted (evicted, drained), then gone.
+    terminating = server.pods()[-1]
+    terminating["metadata"]["deletionTimestamp"] = _stamp(server.minute)
+    server.step()
+    del server.objects[(POD, terminating["metadata"]["name"])]
+    server.step()
+    _crashing(server.pods()[0], server.minute)
+    server.step()
+    _ended(server.pods()[-1], server.minute, 1)
+    for _ in range(3):
+        server.step()
+    for pod in server.pods():
+        if pod["status"]["phase"] != "Failed":
+            _ended(pod, server.minute, 0)
+    for _ in range(3):
+        server.step()
+
+
+def test_the_guard_raises_on_a_dropped_field_only() -> None:
+    pod = {
+        "metadata": {"name": "p", "managedFields": [{}], "labels": {"a": "b"}},
+        "spec": {"containers": [{"name": "c", "env": [{"name": "X"}]}], "volumes": []},
+    }
+    seen = guarded(pod, POD_SHAPE)
+    assert seen["metadata"]["labels"] == {"a": "b"}
+    assert seen["spec"].get("nodeName") is None  # absent from the object: not dropped
+    with pytest.raises(DroppedFieldRead, match=r"spec\.volumes"):
+        seen["spec"].get("volumes")
+    with pytest.raises(DroppedFieldRead, match=r"containers\[\].env"):
+        _ = "env" in seen["spec"]["containers"][0]
+    with pytest.raises(DroppedFieldRead, match="managedFields"):
+        seen["metadata"]["managedFields"]
+
+
+def test_a_reader_of_a_dropped_field_fails_the_comparison() -> None:
+    """The harness above catches a framework whose rule starts reading a dropped field."""
+
+    class ReadsEnv(TFJobController):
+        def update_status(self, job: Any, status: Any, **kwargs: Any) -> Any:
+            for pods in kwargs["replicas"].values():
+                for slot in pods.by_index.values():
+                    for pod in slot:
+                        _ = [c.get("env") for c in pod["spec"]["containers"]]
+            return super().update_status(job, status, **kwargs)
+
+    raw = _example_jobs()[0].values[0]
+    job = copy.deepcopy(raw) if raw["kind"] == "TFJob" else _tfjob()
+    job["metadata"].update(namespace="ns", uid="job-uid", resourceVersion="1")
+    server = ApiServer(job, ReadsEnv())
+    server.step()
+    with pytest.raises(DroppedFieldRead, match="env"):
+        server.step()
+
+
+def _tfjob() -> dict[str, Any]:
+    template = {"spec": {"containers": [{"name": "tensorflow", "image": "i", "env": []}]}}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "t"},
+        "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "template": template}}},
+    }
+
+
+def test_projection_builds_a_new_marked_object_and_leaves_the_original() -> None:
+    pod = {
+        "kind": "Pod",
+        "metadata": {"name": "p", "managedFields": [{}]},
+        "spec": {"containers": [{"name": "c", "image": "i"}], "volumes": [{"name": "v"}]},
+        "status": {"phase": "Running", "podIP": "1.2.3.4"},
+    }
+    before = copy.deepcopy(pod)
+    kept = project_pod(pod)
+    assert pod == before
+    assert kept == {
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c"}]},
+        "status": {"phase": "Running"},
+    }
+    assert isinstance(kept, Projected) and isinstance(kept["metadata"], Projected)
+    svc = {"metadata": {"name": "s"}, "spec": {"clusterIP": "None", "ports": [{"port": 1}]}}
+    assert project_service(svc) == {"metadata": {"name": "s"}, "spec": {"clusterIP": "None"}}
+
+
+def test_repeated_strings_are_held_once() -> None:
+    a = project_pod({"metadata": {"labels": {"job": "".join(["tr", "ain"])}}})
+    b = project_pod({"metadata": {"labels": {"job": "".join(["tra", "in"])}}})
+    assert a["metadata"]["labels"]["job"] is b["metadata"]["labels"]["job"]
