@@ -206,3 +206,55 @@ def test_only_the_jobs_own_pods_may_report() -> None:
     other = _pod("x", job="other", owner_kind="MPIJob", owner="pi", uid="uid-pi")
     assert not check("team", "pi", other)
     assert not check("team", "gone", own)
+
+
+class _Api:
+    """What wiring the endpoint asks of the operator's client: a rate-limited copy of it."""
+
+    def __init__(self) -> None:
+        self.copies = 0
+
+    def with_limits(self, **_: Any) -> _Api:
+        self.copies += 1
+        return self
+
+    def with_own_budget(self) -> _Api:  # the status writer's (not the endpoint's)
+        return self
+
+
+def test_one_process_serves_every_kind_from_one_endpoint() -> None:
+    """The all-in-one: the TrainJob's and the v1 kinds' controllers share one endpoint (one
+    port, one certificate, one metrics family), each kind at its own URL; a kind opted out
+    gets none."""
+    from jobcontroller import ProgressSettings
+    from jobcontroller.runtime.events import EventRecorder
+    from jobcontroller.runtime.manager import Manager
+    from jobcontroller.runtime.metrics import Metrics
+    from tf_operator.controller import TFJobController
+    from trainer_operator.controller import TrainJobController
+
+    api = _Api()
+    manager = Manager(
+        api,  # type: ignore[arg-type]  # only with_limits is called before run
+        component="test",
+        metrics=Metrics(),
+        events=EventRecorder(None, component="test"),  # type: ignore[arg-type]  # nothing is sent
+    )
+    settings = ProgressSettings(port=0)
+    served = [PyTorchJobController(), MPIJobController(), TrainJobController()]
+    for controller in served:
+        controller.enable_progress(settings)
+    quiet = TFJobController()
+    for controller in [*served, quiet]:
+        manager.add(controller)
+    servers = {id(c.progress_server) for c in served}
+    assert len(servers) == 1 and served[0].progress_server is not None
+    assert quiet.progress_server is None
+    assert api.copies == 1  # one client of its own for the endpoint
+    assert [name for name, _ in manager._services] == ["trainjob-status-server"]
+    kinds = served[0].progress_server._kinds
+    assert sorted(kinds) == [
+        ("kubeflow.org", "v1", "pytorchjobs"),
+        ("kubeflow.org", "v2beta1", "mpijobs"),
+        ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+    ]
