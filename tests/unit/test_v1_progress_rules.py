@@ -10,6 +10,8 @@ import datetime as dt
 import json
 from typing import Any
 
+import pytest
+
 from jobcontroller import PROGRESS, CreateObject, Observed, PlanConfig, ProgressEndpoint, plan
 from jobcontroller.controller.progress import v1_pod_check
 from mpi_operator.controller import MPIJobController
@@ -258,3 +260,26 @@ def test_one_process_serves_every_kind_from_one_endpoint() -> None:
         ("kubeflow.org", "v2beta1", "mpijobs"),
         ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
     ]
+
+
+def test_the_flags_choose_which_kinds_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On by default for every kind; ``--no-v1-job-progress`` leaves the v1 kinds out and
+    TrainJobs in; ``--trainjob-status-port=0`` turns it off for all."""
+    from jobcontroller import add_job_flags, enable_progress, parse_settings
+    from trainer_operator.controller import TrainJobController
+
+    def served(*argv: str) -> list[bool]:
+        settings = parse_settings(name="op", argv=list(argv), add_flags=add_job_flags)
+        controllers = [PyTorchJobController(), TrainJobController()]
+        enable_progress("op", controllers, settings)
+        return [c.progress_settings is not None for c in controllers]
+
+    monkeypatch.delenv("POD_NAMESPACE", raising=False)
+    assert served() == [True, True]
+    assert served("--no-v1-job-progress") == [False, True]
+    assert served("--trainjob-status-port", "0") == [False, False]
+    settings = parse_settings(name="op", argv=[], add_flags=add_job_flags)
+    controller = PyTorchJobController()
+    enable_progress("op", [controller], settings)
+    assert controller.progress_settings is not None
+    assert controller.progress_settings.base_url() == "https://op.kubeflow.svc:10443"
