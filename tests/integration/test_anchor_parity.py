@@ -245,12 +245,12 @@ def _master_port(pod: Obj) -> str:
 PROGRESS_URL = "https://op.kubeflow.svc:10443"
 
 
-def _progress_extension(pod: Obj, *, plural: str) -> None:
+def _progress_extension(pod: Obj, *, kind: str, plural: str) -> None:
     """docs/observability.md, "Training progress": an extension for the v1 kinds, on by
     default (``--no-v1-job-progress`` turns it off): every container gets Trainer v2's three
     env vars (the job's own URL on the operator's endpoint, the paths of the CA and token)
     and the mount of the projected volume holding a token for the job's audience and the
-    job's ``<name>-tls-config`` CA; the pod gets that volume (and ``serviceAccountName:
+    job's ``<name>-<kind>-tls-config`` CA; the pod gets that volume (and ``serviceAccountName:
     default`` where it named none, which the ServiceAccount admission plugin would set)."""
     namespace = pod["metadata"]["namespace"]
     name = pod["metadata"]["labels"][JOB_NAME]
@@ -271,7 +271,7 @@ def _progress_extension(pod: Obj, *, plural: str) -> None:
         {"serviceAccountToken": {"audience": path, "expirationSeconds": 3600, "path": "token"}},
         {
             "configMap": {
-                "name": f"{name}-tls-config",
+                "name": f"{name}-{kind.lower()}-tls-config",
                 "items": [{"key": "ca.crt", "path": "ca.crt"}],
             }
         },
@@ -323,7 +323,7 @@ async def test_pods_and_services_match_v1_9_4(
     plural = kind.resource.plural
 
     def progress_extension(pod: Obj) -> None:
-        _progress_extension(pod, plural=plural)
+        _progress_extension(pod, kind=job["kind"], plural=plural)
 
     async with running(kubeconfig, controller, namespace=namespace):
         await kube.create(kind.resource, job, namespace=namespace)

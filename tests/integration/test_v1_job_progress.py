@@ -168,7 +168,7 @@ async def test_a_pytorchjob_pod_reports_progress_and_the_job_shows_it(
     ca = await wait_for(
         kube,
         CONFIGMAPS,
-        "reporting-tls-config",
+        "reporting-pytorchjob-tls-config",
         namespace=namespace,
         timeout=TIMEOUT,
         until=lambda o: o is not None,

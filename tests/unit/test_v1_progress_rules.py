@@ -77,10 +77,10 @@ def test_every_container_of_every_pod_gets_the_trainjob_env_names_with_its_kinds
             "expirationSeconds": 3600,
             "path": "token",
         }
-        assert ca["configMap"]["name"] == "pt-tls-config"
+        assert ca["configMap"]["name"] == "pt-pytorchjob-tls-config"
         assert spec["serviceAccountName"] == "default"
     [cm] = _created(result.actions, "ConfigMap")
-    assert cm["metadata"]["name"] == "pt-tls-config"
+    assert cm["metadata"]["name"] == "pt-pytorchjob-tls-config"
     assert cm["metadata"]["labels"] == {"training.kubeflow.org/job-name": "pt"}
     assert cm["data"] == {"ca.crt": "PEM"}
     owner = cm["metadata"]["ownerReferences"][0]

@@ -247,7 +247,11 @@ def _add_progress(ctx: PlanContext[JobT]) -> None:
         ctx.actions, target=target, namespace=job.namespace, name=job.name, base_url=endpoint.url
     )
     want = ca_configmap(
-        name=job.name, namespace=job.namespace, owner=owner_reference(job), ca_pem=endpoint.ca_pem
+        name=job.name,
+        namespace=job.namespace,
+        owner=owner_reference(job),
+        ca_pem=endpoint.ca_pem,
+        kind=job.KIND,
     )
     action = ca_configmap_action(want, ctx.observed)
     if action is not None:

@@ -92,9 +92,11 @@ class ProgressEndpoint:
     ca_pem: str
 
 
-def ca_configmap_name(job_name: str) -> str:
-    """Upstream's ``<trainjob>-tls-config``; the v1 kinds' is named alike."""
-    return f"{job_name}-tls-config"
+def ca_configmap_name(job_name: str, *, kind: str = "") -> str:
+    """Upstream's ``<trainjob>-tls-config``; a v1 job's names its kind too
+    (``<job>-pytorchjob-tls-config``): jobs of two kinds may share a name in a namespace, and
+    each kind's operator may have a CA of its own (the per-framework Deployments)."""
+    return f"{job_name}-{kind.lower()}-tls-config" if kind else f"{job_name}-tls-config"
 
 
 MAX_BODY_BYTES = 1 << 16
@@ -316,21 +318,22 @@ def inject_pod_spec(
         _upsert(container.setdefault("env", []), [dict(e) for e in env], "name")
         _upsert(container.setdefault("volumeMounts", []), [progress_mount()], "mountPath")
     volume = progress_volume(
-        audience=target.audience(namespace, name), configmap=ca_configmap_name(name)
+        audience=target.audience(namespace, name),
+        configmap=ca_configmap_name(name, kind=target.kind),
     )
     _upsert(pod_spec.setdefault("volumes", []), [volume], "name")
     if not pod_spec.get("serviceAccountName") and not pod_spec.get("serviceAccount"):
         pod_spec["serviceAccountName"] = "default"
 
 
-def ca_configmap(*, name: str, namespace: str, owner: Obj, ca_pem: str) -> Obj:
+def ca_configmap(*, name: str, namespace: str, owner: Obj, ca_pem: str, kind: str = "") -> Obj:
     """The ConfigMap of the endpoint's CA in the job's namespace (pods mount only their own
     namespace's), owned by the job (``owner``: its ownerReference)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
-            "name": ca_configmap_name(name),
+            "name": ca_configmap_name(name, kind=kind),
             "namespace": namespace,
             "labels": {JOB_NAME_LABEL: name},
             "ownerReferences": [owner],
