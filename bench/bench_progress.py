@@ -27,10 +27,11 @@ import aiohttp
 import structlog
 
 from jobcontroller import Resource
-from trainer_operator.progress import status_path, token_audience
-from trainer_operator.progressauth import TokenAuthorizer
-from trainer_operator.progressserver import ProgressServer, ProgressSettings
-from trainer_operator.servingcert import new_serving_cert
+from jobcontroller.controller.progressauth import TokenAuthorizer
+from jobcontroller.controller.progressserver import ProgressServer
+from jobcontroller.runtime.progressflags import ProgressSettings
+from jobcontroller.runtime.servingcert import new_serving_cert
+from trainer_operator.progress import TRAINJOB, status_path, token_audience
 
 Obj = dict[str, Any]
 TRAINJOBS = Resource("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs")
@@ -116,9 +117,13 @@ async def _run(trainjobs: int, per_job: int) -> None:
     server = ProgressServer(
         settings=settings,
         api=api,  # type: ignore[arg-type]  # a stand-in answering the calls the endpoint makes
-        trainjobs=TRAINJOBS,
+        authorizer=TokenAuthorizer(api=api),  # type: ignore[arg-type]  # the same stand-in
+    )
+    server.add_kind(
+        TRAINJOB,
+        resource=TRAINJOBS,
         current=lambda ns, name: jobs.get(name),
-        authorizer=TokenAuthorizer(api=api, pod_check=lambda *_: True),  # type: ignore[arg-type]  # the same stand-in
+        pod_check=lambda *_: True,
     )
     cert = new_serving_cert(hosts=settings.hosts, now=dt.datetime.now(dt.UTC))
     await server.start(cert)

@@ -15,6 +15,9 @@ blockOwnerDeletion).
 
 A field where we deliberately differ from v1.9 (documented in docs/<kind>.md) is asserted as
 documented: ``DOCUMENTED`` rewrites the recording's value into ours, with the doc's reason.
+The operators run as deployed, serving training progress (on by default): every pod carries
+the progress env, token volume and mount, the extension docs/observability.md lists
+(``_progress_extension``); everything else is v1.9.4's.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 import pytest
 
 from jax_operator.controller import JAXJobController
+from jobcontroller import ProgressSettings
 from jobcontroller.controller import JobController
 from jobcontroller.runtime.kube import PODS, SERVICES, KubeApi, Resource
 from jobcontroller.testing.operator import running
@@ -238,6 +242,46 @@ def _master_port(pod: Obj) -> str:
     return str(env["MASTER_PORT"])
 
 
+PROGRESS_URL = "https://op.kubeflow.svc:10443"
+
+
+def _progress_extension(pod: Obj, *, kind: str, plural: str) -> None:
+    """docs/observability.md, "Training progress": an extension for the v1 kinds, on by
+    default (``--no-v1-job-progress`` turns it off): every container gets Trainer v2's three
+    env vars (the job's own URL on the operator's endpoint, the paths of the CA and token)
+    and the mount of the projected volume holding a token for the job's audience and the
+    job's ``<name>-<kind>-tls-config`` CA; the pod gets that volume (and ``serviceAccountName:
+    default`` where it named none, which the ServiceAccount admission plugin would set)."""
+    namespace = pod["metadata"]["namespace"]
+    name = pod["metadata"]["labels"][JOB_NAME]
+    path = f"kubeflow.org/v1/namespaces/{namespace}/{plural}/{name}/status"
+    where = "/var/run/secrets/kubeflow/trainer"
+    for container in pod["spec"]["containers"]:
+        container.setdefault("env", []).extend(
+            [
+                {"name": "KUBEFLOW_TRAINER_SERVER_URL", "value": f"{PROGRESS_URL}/apis/{path}"},
+                {"name": "KUBEFLOW_TRAINER_SERVER_CA_CERT", "value": f"{where}/ca.crt"},
+                {"name": "KUBEFLOW_TRAINER_SERVER_TOKEN", "value": f"{where}/token"},
+            ]
+        )
+        container.setdefault("volumeMounts", []).append(
+            {"name": "kubeflow-trainer-token", "mountPath": where, "readOnly": True}
+        )
+    sources = [
+        {"serviceAccountToken": {"audience": path, "expirationSeconds": 3600, "path": "token"}},
+        {
+            "configMap": {
+                "name": f"{name}-{kind.lower()}-tls-config",
+                "items": [{"key": "ca.crt", "path": "ca.crt"}],
+            }
+        },
+    ]
+    # defaultMode 420 (0644): the API server's default for a projected volume.
+    pod["spec"].setdefault("volumes", []).append(
+        {"name": "kubeflow-trainer-token", "projected": {"sources": sources, "defaultMode": 420}}
+    )
+
+
 # Per kind, rewrites of the recorded (expected) pods into our documented behaviour.
 DOCUMENTED: dict[str, list[Callable[[Obj], None]]] = {
     "PyTorchJob": [_pytorch_init_container],
@@ -272,7 +316,16 @@ async def test_pods_and_services_match_v1_9_4(
         return templates[obj["metadata"]["labels"][REPLICA_TYPE]]
 
     n_pods, n_services = len(anchor["pods"]), len(anchor["services"])
-    async with running(kubeconfig, kind.controller(), namespace=namespace):
+    controller = kind.controller()
+    controller.enable_progress(
+        ProgressSettings(port=0, bind_address="127.0.0.1", namespace=namespace, url=PROGRESS_URL)
+    )
+    plural = kind.resource.plural
+
+    def progress_extension(pod: Obj) -> None:
+        _progress_extension(pod, kind=job["kind"], plural=plural)
+
+    async with running(kubeconfig, controller, namespace=namespace):
         await kube.create(kind.resource, job, namespace=namespace)
         await wait_for_list(
             kube, PODS, namespace=namespace, until=lambda items: len(items) >= n_pods
@@ -294,7 +347,7 @@ async def test_pods_and_services_match_v1_9_4(
 
     problems: list[str] = []
     for what, recorded_items, our_items, rewrites in (
-        ("pod", anchor["pods"], pods, DOCUMENTED.get(job["kind"], [])),
+        ("pod", anchor["pods"], pods, [*DOCUMENTED.get(job["kind"], []), progress_extension]),
         ("service", anchor["services"], services, []),
     ):
         expected = {}

@@ -213,11 +213,17 @@ def _expectations(operator: str, *, namespaced: bool, gang: bool) -> list[Access
     return [
         Access("watch", plural, "kubeflow.org"),
         Access("patch", plural, "kubeflow.org", where="other", allowed=elsewhere),
-        # Least privilege: the code PUTs only a job's status and PATCHes everything else.
+        # Least privilege: the code PUTs only a job's status and PATCHes everything else (the
+        # status too: the progress endpoint merge-patches the reported trainerStatus).
         Access("update", plural, "kubeflow.org", allowed=False),
         Access("create", plural, "kubeflow.org", allowed=False),
         Access("update", f"{plural}/status", "kubeflow.org"),
-        Access("patch", f"{plural}/status", "kubeflow.org", allowed=False),
+        Access("patch", f"{plural}/status", "kubeflow.org"),
+        Access("patch", f"{others[0]}/status", "kubeflow.org", allowed=False),
+        # The progress endpoint reviews the reporting pods' tokens (cluster-scoped) and reads
+        # those pods; it keeps its certificate in a Secret and each job's CA in a ConfigMap.
+        Access("create", "tokenreviews", "authentication.k8s.io", where="cluster"),
+        Access("get", "pods"),
         Access("update", "podgroups", "scheduling.volcano.sh", allowed=False),
         Access("update", f"{plural}/finalizers", "kubeflow.org"),
         Access("update", others[0], "kubeflow.org", allowed=False),
@@ -254,8 +260,11 @@ def _expectations(operator: str, *, namespaced: bool, gang: bool) -> list[Access
         Access("update", "nodes", where="cluster", allowed=False),
         Access("patch", "nodes", "", "cluster", False),
         Access("update", "nodes/status", where="cluster", allowed=False),
-        Access("create", "secrets", allowed=operator == "mpi-operator"),
-        Access("list", "configmaps", allowed=operator == "mpi-operator"),
+        Access("create", "secrets"),
+        Access("list", "secrets", allowed=operator == "mpi-operator"),
+        Access("delete", "secrets", allowed=operator == "mpi-operator"),
+        Access("list", "configmaps"),
+        Access("update", "configmaps", allowed=False),
         Access("create", "jobs", "batch", allowed=operator == "mpi-operator"),
         Access(
             "create",
@@ -279,6 +288,9 @@ def _trainjob_expectations(*, namespaced: bool) -> list[Access]:
         Access(*crd, "podgroups.scheduling.x-k8s.io"),
         Access("watch", "priorityclasses", "scheduling.k8s.io", where="cluster"),
         Access("create", "priorityclasses", "scheduling.k8s.io", where="cluster", allowed=False),
+        # The progress endpoint: the reports' status patch and the pods' token reviews.
+        Access("patch", "trainjobs/status", "trainer.kubeflow.org"),
+        Access("create", "tokenreviews", "authentication.k8s.io", where="cluster"),
     ]
 
 
@@ -368,10 +380,9 @@ def test_monitoring_is_a_component_of_either_flavour(
     }
     operators = PLURALS if overlay in PER_FRAMEWORK else ["training-operator"]
     assert scraped == {f"p-{name}-metrics" for name in operators}
-    # The all-in-one's other Service is its TrainJob progress endpoint's, not scraped; the
-    # per-framework overlays (no TrainJob controller) have none.
+    # Each operator's other Service is its training-progress endpoint's, not scraped.
     others = {s["metadata"]["name"] for s in services} - scraped
-    assert others == (set() if overlay in PER_FRAMEWORK else {"p-training-operator"}), others
+    assert others == {f"p-{name}" for name in operators}, others
     for service in services:
         if service["metadata"]["name"] in others:
             assert [p["name"] for p in service["spec"]["ports"]] == ["trainjob-status"]

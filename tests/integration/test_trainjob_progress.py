@@ -21,14 +21,15 @@ import pytest_asyncio
 from trainer_fixtures import TRAINJOBS
 from trainjob_helpers import TIMEOUT, example, finishing, is_true, shipped_runtimes
 
+from jobcontroller import MAX_BODY_BYTES, ProgressSettings
+from jobcontroller.controller.progressserver import ProgressServer
 from jobcontroller.runtime.kube import CONFIGMAPS, PODS, KubeApi
 from jobcontroller.testing.jobset import JOBSETS, JobSetController
 from jobcontroller.testing.operator import RunningController, running
 from jobcontroller.testing.waiting import wait_for
 from kfjob.progress_report import ProgressReporter
 from trainer_operator.controller import TrainJobController
-from trainer_operator.progress import MAX_BODY_BYTES, status_path, token_audience
-from trainer_operator.progressserver import ProgressServer, ProgressSettings
+from trainer_operator.progress import status_path, token_audience
 
 __all__ = ["shipped_runtimes"]  # a fixture this module's tests use
 

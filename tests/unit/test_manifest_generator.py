@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from jax_operator.controller import JAXJobController
-from jobcontroller import JobController, Reconciler
+from jobcontroller import JobController, ProgressSettings, Reconciler
 from jobcontroller.manifests import cluster_role_rules, deployment, rbac, served_ports, service
 from jobcontroller.testing import yamlfast
 from mpi_operator.controller import MPIJobController
@@ -41,6 +41,15 @@ OPERATORS: dict[str, type[JobController[Any]]] = {
 BOUND: dict[str, type[Reconciler[Any]]] = {**OPERATORS, "trainer-operator": TrainJobController}
 
 
+PROGRESS_PORTS = [("trainjob-status", 10443)]
+
+
+def _as_deployed(controller: Reconciler[Any]) -> Reconciler[Any]:
+    """As the operator commands build it: serving training progress (on by default)."""
+    controller.enable_progress(ProgressSettings())
+    return controller
+
+
 def _docs(path: Path) -> list[dict[str, Any]]:
     return yamlfast.load_all(path.read_text())
 
@@ -49,7 +58,7 @@ def _docs(path: Path) -> list[dict[str, Any]]:
 def test_committed_rbac_is_the_generated_rbac(name: str) -> None:
     """The rules, written once in the base for both flavours, and the per-framework identity
     are together what ``<operator> manifests`` generates."""
-    controller = OPERATORS[name]()
+    controller = _as_deployed(OPERATORS[name]())
     [cluster_role] = _docs(BASE / f"clusterrole-{name}.yaml")
     account, *bindings = _docs(PER_FRAMEWORK / f"rbac-{name}.yaml")
     committed = [account, cluster_role, *bindings]
@@ -60,7 +69,10 @@ def test_committed_rbac_is_the_generated_rbac(name: str) -> None:
 def test_committed_deployment_is_the_generated_deployment(name: str) -> None:
     docs = _docs(PER_FRAMEWORK / "deployments.yaml")
     committed = [d for d in docs if d["metadata"]["name"] == name]
-    assert committed == [deployment(name, namespace="kubeflow")]
+    assert committed == [deployment(name, namespace="kubeflow", ports=PROGRESS_PORTS)]
+    # The Service the job pods report progress through is the generated one.
+    [front] = [d for d in _docs(PER_FRAMEWORK / "services.yaml") if d["metadata"]["name"] == name]
+    assert front == service(name, namespace="kubeflow", ports=PROGRESS_PORTS)
 
 
 def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str, str]]:
@@ -80,7 +92,7 @@ NAME = "training-operator"
 
 def test_committed_trainjob_rules_are_the_generated_ones() -> None:
     [cluster_role] = _docs(BASE / "clusterrole-trainer-operator.yaml")
-    generated = rbac("trainer-operator", [TrainJobController()], namespace="kubeflow")
+    generated = rbac("trainer-operator", [_as_deployed(TrainJobController())], namespace="kubeflow")
     assert cluster_role == next(d for d in generated if d["kind"] == "ClusterRole")
 
 
@@ -108,7 +120,7 @@ def test_all_in_one_rbac_is_the_union_of_the_generated_rules() -> None:
         assert [d for d in docs if d["kind"] == kind] == [by_kind[kind]]
     [committed] = [d for d in docs if d["kind"] == "Deployment"]
     ports = served_ports(build_controllers())
-    assert ports == [("trainjob-status", 10443)]  # the TrainJob progress endpoint
+    assert ports == PROGRESS_PORTS  # the progress endpoint, every kind's
     expected = deployment("training-operator", namespace="kubeflow", ports=ports)
     # Seven kinds' informers in one process: more memory than one operator's.
     container = expected["spec"]["template"]["spec"]["containers"][0]
@@ -176,14 +188,19 @@ def test_manifests_subcommand_installs_an_operator_in_a_namespace_of_ones_choice
         "Role",
         "RoleBinding",
         "Deployment",
+        "Service",  # the training-progress endpoint's
     ]
     crds = [d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"]
     assert crds == ["xgboostjobs.kubeflow.org", "paddlejobs.kubeflow.org"]
     role = next(d for d in docs if d["kind"] == "ClusterRole")
     granted = {res for rule in role["rules"] for res in rule["resources"]}
     assert {"xgboostjobs", "paddlejobs", "pods", "services", "events"} <= granted
-    assert not granted & {"tfjobs", "mpijobs", "secrets", "jobs"}
-    deploy = docs[-1]
+    assert not granted & {"tfjobs", "mpijobs", "jobs"}
+    # Secrets: only the progress endpoint's certificate, made once and read.
+    assert {tuple(r["verbs"]) for r in role["rules"] if "secrets" in r["resources"]} == {
+        ("get", "create")
+    }
+    deploy = docs[-2]
     assert deploy["metadata"]["namespace"] == "ml"
     container = deploy["spec"]["template"]["spec"]["containers"][0]
     assert container["image"] == "reg/ops:1"

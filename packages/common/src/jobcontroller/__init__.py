@@ -17,6 +17,7 @@ from jobcontroller.controller.podgroups import (
     PRIORITY_CLASSES,
     VOLCANO_POD_GROUPS,
 )
+from jobcontroller.controller.progressauth import PodCheck
 from jobcontroller.controller.watch import Caches
 from jobcontroller.core import (
     GANG_GENERATION_ANNOTATION,
@@ -116,6 +117,20 @@ from jobcontroller.core.podgroup import (
     gang_enabled,
     pod_group_patch,
 )
+from jobcontroller.core.progress import (
+    MAX_BODY_BYTES,
+    PROGRESS,
+    ProgressEndpoint,
+    ProgressTarget,
+    ReportError,
+    ca_configmap,
+    ca_configmap_action,
+    ca_configmap_name,
+    parse_report,
+    progress_env,
+    progress_mount,
+    progress_volume,
+)
 from jobcontroller.core.quantity import ResourceSum, format_quantity, parse_quantity
 from jobcontroller.core.sizing import (
     MAX_CONFIGMAP_BYTES,
@@ -145,6 +160,7 @@ from jobcontroller.core.waitfor import (
 from jobcontroller.operator import (
     add_job_flags,
     crds_installed,
+    enable_progress,
     plan_config,
     run_job_operator,
     run_job_operators,
@@ -161,6 +177,7 @@ from jobcontroller.runtime.kube import (
     KubeApi,
     Resource,
 )
+from jobcontroller.runtime.progressflags import ProgressSettings
 
 __all__ = [
     "CHECK_DNS",
@@ -176,6 +193,7 @@ __all__ = [
     "LABEL_JOB_NAME",
     "MANAGED_BY_SELF",
     "MANAGED_POD_GROUP_FIELDS",
+    "MAX_BODY_BYTES",
     "MAX_CONFIGMAP_BYTES",
     "NOT_TERMINATED_EXIT_CODE",
     "OPERATOR_NAME_LABEL",
@@ -184,6 +202,7 @@ __all__ = [
     "PODS",
     "POD_GROUP",
     "PRIORITY_CLASSES",
+    "PROGRESS",
     "REASON_CREATED",
     "REASON_FAILED",
     "REASON_FAILED_VALIDATION",
@@ -231,8 +250,13 @@ __all__ = [
     "PatchObject",
     "Plan",
     "PlanConfig",
+    "PodCheck",
+    "ProgressEndpoint",
+    "ProgressSettings",
+    "ProgressTarget",
     "Reconciler",
     "ReplicaPods",
+    "ReportError",
     "Resource",
     "ResourceSum",
     "RuntimeHooks",
@@ -245,11 +269,15 @@ __all__ = [
     "batch_job_condition",
     "batch_job_done",
     "build_template",
+    "ca_configmap",
+    "ca_configmap_action",
+    "ca_configmap_name",
     "child_body",
     "count_replica_status",
     "crds_installed",
     "decimal_digits",
     "decorate_template",
+    "enable_progress",
     "exit_code_of",
     "expectation_key",
     "format_quantity",
@@ -276,6 +304,7 @@ __all__ = [
     "override",
     "owner_reference",
     "parse_quantity",
+    "parse_report",
     "parse_settings",
     "phase",
     "plan",
@@ -284,6 +313,9 @@ __all__ = [
     "pod_reason",
     "pods_by_rtype",
     "pods_in_range",
+    "progress_env",
+    "progress_mount",
+    "progress_volume",
     "reconcile_children",
     "replica_index",
     "replica_labels",

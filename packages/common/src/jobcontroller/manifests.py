@@ -97,7 +97,8 @@ def cluster_role_rules(controllers: Sequence[Reconciler[Any]]) -> list[Obj]:
     if any(c.config.gang_scheduler_name for c in with_pods):
         rules += _GANG_RULES
     for c in controllers:
-        rules += [copy.deepcopy(rule) for rule in c.extra_rules if rule not in rules]
+        extra = (*c.extra_rules, *c.progress_rules())
+        rules += [copy.deepcopy(rule) for rule in extra if rule not in rules]
     return rules
 
 
@@ -187,7 +188,9 @@ def rbac(name: str, controllers: Sequence[Reconciler[Any]], *, namespace: str) -
 
 def served_ports(controllers: Sequence[Reconciler[Any]]) -> list[tuple[str, int]]:
     """The endpoints the controllers serve to the cluster's pods (their ``served_ports``)."""
-    return list(dict.fromkeys(p for c in controllers for p in c.served_ports))
+    return list(
+        dict.fromkeys(p for c in controllers for p in (*c.served_ports, *c.progress_ports()))
+    )
 
 
 def service(name: str, *, namespace: str, ports: Sequence[tuple[str, int]]) -> Obj:

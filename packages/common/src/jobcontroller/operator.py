@@ -24,12 +24,14 @@ from jobcontroller.manifests import DEFAULT_IMAGE, crds, operator_manifests, to_
 from jobcontroller.runtime.flags import Settings, parse_settings
 from jobcontroller.runtime.kube import CRDS, ApiError, KubeApi
 from jobcontroller.runtime.manager import Controller, Manager
+from jobcontroller.runtime.progressflags import add_progress_flags, progress_settings, v1_progress
 from jobcontroller.runtime.runner import run_operator
 
 __all__ = [
     "add_job_flags",
     "crash_guard",
     "crds_installed",
+    "enable_progress",
     "plan_config",
     "pod_group_crd_installed",
     "run_job_operator",
@@ -101,6 +103,7 @@ def add_job_flags(parser: argparse.ArgumentParser) -> None:
         "is gone, has failed with reason NodeLost: it is force-deleted and its replica's "
         "restart policy applies; 0 turns this off (default 5m)",
     )
+    add_progress_flags(parser)
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s)")
@@ -154,6 +157,20 @@ def plan_config(settings: Settings, *, pod_group_available: bool | None = None) 
             "node_lost_grace_period", float, defaults.node_lost_grace_seconds
         ),
     )
+
+
+def enable_progress(name: str, controllers: Sequence[Reconciler[Any]], settings: Settings) -> None:
+    """Serve training progress for the controllers the flags say (all by default; the v1
+    kinds not with ``--no-v1-job-progress``), unless one was given its settings already."""
+    served = progress_settings(settings, name=name)
+    if served is None:
+        return
+    extension = v1_progress(settings)
+    for controller in controllers:
+        if controller.progress_settings is None and (
+            extension or not controller.progress_extension
+        ):
+            controller.enable_progress(served)
 
 
 def state_dir(name: str, settings: Settings) -> str:
@@ -285,6 +302,7 @@ def _print_manifests(
     args, run_flags = parser.parse_known_args(argv[1:])
     settings = parse_settings(name=name, argv=run_flags, add_flags=add_flags)
     built = list(controllers(plan_config(settings), settings))
+    enable_progress(name, built, settings)
     if argv[0] == "crd":
         sys.stdout.write(to_yaml(crds(built)))
     else:
@@ -323,6 +341,7 @@ def run_job_operators(
 
     def build(settings: Settings, manager: Manager) -> list[Controller]:
         built = list(controllers(plan_config(settings, pod_group_available=available), settings))
+        enable_progress(name, built, settings)
         guard = crash_guard(name, settings)
         for controller in built:
             controller.crash_guard = guard

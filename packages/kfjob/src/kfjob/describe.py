@@ -1,5 +1,5 @@
-"""``kfjob describe``: a job's state, conditions, replicas (or a TrainJob's replicated jobs and
-reported progress), pods and recent events, as ``kubectl describe`` lays them out."""
+"""``kfjob describe``: a job's state, reported progress, conditions, replicas (or a TrainJob's
+replicated jobs), pods and recent events, as ``kubectl describe`` lays them out."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from jobcontroller.api import TrainerStatus as JobTrainerStatus
 from jobcontroller.api import format_time
 from kfjob.client import JobClient, job_state
 from kfjob.tables import (
@@ -23,7 +24,7 @@ from kfjob.tables import (
     trainjob_jobs_table,
 )
 from kfjob.trainjobs import TrainJobs, finished_at, trainjob_state
-from trainer_operator.api import TrainJob
+from trainer_operator.api import TrainerStatus, TrainJob
 
 __all__ = ["describe"]
 
@@ -48,6 +49,7 @@ def describe(client: JobClient, *, kind: str, name: str, events: int) -> int:
     head.add_row("Started:", format_time(start) if start else "-")
     head.add_row("Completed:", format_time(end) if end else "-")
     head.add_row("Duration:", duration(job))
+    _progress_rows(head, job.status.trainer_status)
     out.print(head)
 
     _print_conditions(
@@ -61,6 +63,20 @@ def describe(client: JobClient, *, kind: str, name: str, events: int) -> int:
     _print_pods(client.get_pods(name, job.namespace))
     _print_events(client.events(name, job.namespace, kind)[-events:])
     return 0
+
+
+def _progress_rows(head: Table, trainer: TrainerStatus | JobTrainerStatus | None) -> None:
+    """The whole of what the pods reported: the bar without metrics, then each metric."""
+    if trainer is None:
+        return
+    bar = progress_bar(trainer.model_copy(update={"metrics": None}))
+    head.add_row("Progress:", Text(bar or "-"))
+    for metric in trainer.metrics or ():
+        head.add_row("", Text(f"{metric.name}={metric.value}"))
+    when = trainer.last_updated_time
+    head.add_row(
+        "Reported:", f"{format_time(when)} ({age(format_time(when))} ago)" if when else "-"
+    )
 
 
 def _describe_trainjob(client: JobClient, *, name: str, events: int) -> int:
@@ -79,17 +95,7 @@ def _describe_trainjob(client: JobClient, *, name: str, events: int) -> int:
     end = finished_at(job)
     head.add_row("Completed:", format_time(end) if end else "-")
     head.add_row("Duration:", duration(job))
-    trainer = status.trainer_status
-    if trainer is not None:
-        # The whole of what the trainer reported: the bar without metrics, then each metric.
-        bar = progress_bar(trainer.model_copy(update={"metrics": None}))
-        head.add_row("Progress:", Text(bar or "-"))
-        for metric in trainer.metrics or ():
-            head.add_row("", Text(f"{metric.name}={metric.value}"))
-        when = trainer.last_updated_time
-        head.add_row(
-            "Reported:", f"{format_time(when)} ({age(format_time(when))} ago)" if when else "-"
-        )
+    _progress_rows(head, status.trainer_status)
     out.print(head)
 
     _print_conditions(

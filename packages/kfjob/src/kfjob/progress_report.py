@@ -1,10 +1,12 @@
-"""Report a TrainJob's training progress from inside its trainer pods, with the standard library
-only: copy this one file into a training image, or import ``kfjob.progress_report``.
+"""Report a job's training progress from inside its pods (a TrainJob's trainer, or any pod of a
+TFJob, PyTorchJob, MPIJob, XGBoostJob, PaddleJob or JAXJob), with the standard library only:
+copy this one file into a training image, or import ``kfjob.progress_report``.
 
-The operator gives every trainer container ``KUBEFLOW_TRAINER_SERVER_URL``,
+The operator gives every such container ``KUBEFLOW_TRAINER_SERVER_URL`` (the job's own URL),
 ``KUBEFLOW_TRAINER_SERVER_TOKEN`` (a file: the pod's projected token, renewed by the kubelet)
 and ``KUBEFLOW_TRAINER_SERVER_CA_CERT`` (a file: the endpoint's CA), the names Kubeflow Trainer
-uses. Outside a TrainJob, or with the endpoint turned off, reporting does nothing.
+uses, whatever the kind. Outside such a pod, or with the endpoint turned off, reporting does
+nothing.
 
 In a torch loop, from rank 0 only (every rank may report, but one voice is enough)::
 
@@ -17,7 +19,7 @@ In a torch loop, from rank 0 only (every rank may report, but one voice is enoug
     reporter.report(progress_percentage=100, estimated_remaining_seconds=0, force=True)
 
 Reports closer together than ``min_interval`` seconds (5, as Kubeflow's SDK) are skipped
-unless ``force``; the operator also writes at most one status per TrainJob per 5 s. A failed
+unless ``force``; the operator also writes at most one status per job per 5 s. A failed
 report is written to stderr and never raised: progress must not stop training.
 
 From a shell: ``python progress_report.py --percent 40 --remaining 300 --metric loss=0.2``.
@@ -103,7 +105,7 @@ class ProgressReporter:
         force: bool = False,
     ) -> bool:
         """Send one report; True when the operator took it (200 or 202). Skipped (False) when
-        not in a TrainJob, or within ``min_interval`` of the last one unless ``force``."""
+        not in a reporting pod, or within ``min_interval`` of the last one unless ``force``."""
         if not self.enabled:
             return False
         now = self._clock()

@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from jobcontroller.api import JobModel
+from jobcontroller.api import TrainerStatus as JobTrainerStatus
 from kfjob.client import ApiFailure, JobClient, job_state, parse_time
 from kfjob.trainjobs import TrainJobs, finished_at, trainjob_state
 from trainer_operator.api import TrainerStatus, TrainJob
@@ -133,15 +134,16 @@ def state_of(job: AnyJob) -> str:
 
 
 def trainer_progress(job: AnyJob) -> str:
-    """A TrainJob's progress bar; empty for one that reported none, and for the v1 kinds."""
+    """The job's progress bar (a TrainJob's, or a v1 job's: the same ``trainerStatus``);
+    empty for one that reported none."""
     if not isinstance(job, TrainJob):
-        return ""
+        return progress_bar(job.status.trainer_status)
     return progress_bar(job.trainjob_status.trainer_status)
 
 
 def jobs_table(jobs: Sequence[AnyJob], *, namespaces: bool) -> Table:
-    """kubectl-style rows; a PROGRESS column (last) only when some TrainJob reported progress,
-    so a listing of v1 jobs reads as it always has."""
+    """kubectl-style rows; a PROGRESS column (last) only when some job reported progress, so
+    a listing of jobs whose pods report none reads as it always has."""
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="bold")
     columns = ["KIND", "NAME", "STATE", "ACTIVE", "SUCCEEDED", "FAILED", "AGE", "DURATION"]
     if namespaces:
@@ -195,7 +197,9 @@ def progress_line(job: JobModel[Any], elapsed: float) -> str:
         a, s, f = (st.active, st.succeeded, st.failed) if st else (0, 0, 0)
         parts.append(f"{rtype} {a}/{s}/{f}")
     counts = "  ".join(parts)
-    return f"[{human(elapsed):>5}] {job.kind} {job.name} {job_state(job)}  {counts}"
+    line = f"[{human(elapsed):>5}] {job.kind} {job.name} {job_state(job)}  {counts}"
+    bar = progress_bar(job.status.trainer_status)
+    return f"{line}  {bar}" if bar else line
 
 
 def failure_lines(client: JobClient, job: JobModel[Any]) -> list[str]:
@@ -240,7 +244,10 @@ METRICS_WIDTH = 40
 
 
 def progress_bar(
-    status: TrainerStatus | None, *, width: int = BAR_WIDTH, metrics_width: int = METRICS_WIDTH
+    status: TrainerStatus | JobTrainerStatus | None,
+    *,
+    width: int = BAR_WIDTH,
+    metrics_width: int = METRICS_WIDTH,
 ) -> str:
     """``[#########-----------] 45%  ETA 2m10s  loss=0.21``: each part only when reported,
     empty when nothing is. The bar fills by whole cells, rounded down (full only at 100%)."""

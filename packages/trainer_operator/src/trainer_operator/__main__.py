@@ -1,26 +1,16 @@
 """``trainer-operator run [flags]`` and ``python -m trainer_operator``: the TrainJob controller
-alone (``training-operator`` serves it beside the v1 kinds)."""
+alone (``training-operator`` serves it beside the v1 kinds). The progress endpoint's flags
+(``--trainjob-status-*``) are every job operator's."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 
 from jobcontroller import add_job_flags, parse_settings, run_job_operator
 from trainer_operator.controller import TrainJobController, installed_pod_groups
-from trainer_operator.progressflags import add_progress_flags, progress_settings
 
 NAME = "trainer-operator"
-
-
-def _progress_flags(parser: argparse.ArgumentParser) -> None:
-    add_progress_flags(parser, service=NAME)
-
-
-def _all_flags(parser: argparse.ArgumentParser) -> None:
-    add_job_flags(parser)
-    _progress_flags(parser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,15 +18,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     pod_groups: frozenset[str] = frozenset()
     if not args or args[0] not in ("crd", "manifests"):
         pod_groups = installed_pod_groups(
-            parse_settings(name=NAME, argv=args, add_flags=_all_flags)
+            parse_settings(name=NAME, argv=args, add_flags=add_job_flags)
         )
     return run_job_operator(
         name=NAME,
         controller=lambda config, settings: TrainJobController(
-            config=config, pod_groups=pod_groups, progress=progress_settings(settings)
+            config=config, pod_groups=pod_groups
         ),
         argv=args,
-        add_flags=_progress_flags,
     )
 
 

@@ -37,6 +37,8 @@ from jobcontroller import (
     Observed,
     Plan,
     PlanConfig,
+    PodCheck,
+    ProgressSettings,
     Reconciler,
     Resource,
     Settings,
@@ -50,7 +52,6 @@ from trainer_operator.api import TrainJob
 from trainer_operator.crd import trainer_crd
 from trainer_operator.planner import (
     CLUSTER_TRAINING_RUNTIME,
-    PROGRESS,
     RUNTIME,
     TRAINING_RUNTIME,
     plan_trainjob,
@@ -64,14 +65,7 @@ from trainer_operator.podgroups import (
     PRIORITY_CLASS_EXISTS,
     VOLCANO_KIND,
 )
-from trainer_operator.progress import ProgressEndpoint
-from trainer_operator.progressauth import TokenAuthorizer, jobset_pod_check
-from trainer_operator.progressserver import (
-    DEFAULT_PORT,
-    PROGRESS_RULES,
-    ProgressServer,
-    ProgressSettings,
-)
+from trainer_operator.progress import jobset_pod_check
 from trainer_operator.snapshot import SNAPSHOT_SUFFIX
 
 __all__ = [
@@ -128,10 +122,6 @@ def installed_pod_groups(settings: Settings) -> frozenset[str]:
     return frozenset(found)
 
 
-_CERT_WAIT_SECONDS = 30.0
-_CERT_WAIT_RETRY = 0.5
-
-
 def _finished(trainjob: Obj) -> bool:
     return any(
         c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
@@ -172,8 +162,6 @@ class TrainJobController(Reconciler[TrainJob]):
         PRIORITY_CLASS: PRIORITY_CLASSES,
     }
     optional_crds = tuple(POD_GROUP_CRDS.values())
-    extra_rules: ClassVar[tuple[Obj, ...]] = PROGRESS_RULES
-    served_ports: ClassVar[tuple[tuple[str, int], ...]] = (("trainjob-status", DEFAULT_PORT),)
 
     def __init__(
         self,
@@ -190,9 +178,8 @@ class TrainJobController(Reconciler[TrainJob]):
         feature gate."""
         self.pod_groups = frozenset(k for k in pod_groups if k in POD_GROUP_CRDS)
         super().__init__(config=config)
-        self.progress_settings = progress
-        self.progress_server: ProgressServer | None = None
-        self._progress_deadline = 0.0
+        if progress is not None:
+            self.enable_progress(progress)
 
     @override
     def owned_kinds(self) -> Mapping[str, Resource]:
@@ -203,41 +190,13 @@ class TrainJobController(Reconciler[TrainJob]):
         }
 
     @override
-    async def reconcile(self, key: str) -> float | None:
-        server = self.progress_server
-        if (
-            server is not None
-            and not server.first_attempt_done
-            and time.monotonic() < self._progress_deadline
-        ):
-            # The endpoint's certificate is loading (one API call at start): a JobSet planned
-            # now would lack the progress env, and a suspended one would lose it. Once that
-            # call failed, or past the deadline, TrainJobs are planned without it: progress
-            # never holds training up.
-            return _CERT_WAIT_RETRY
-        return await super().reconcile(key)
+    def progress_pod_check(self) -> PodCheck:
+        return jobset_pod_check(self._jobset_uid)
 
     @override
     def on_setup(self, setup: Setup) -> None:
-        settings = self.progress_settings
-        if settings is None or setup.api is None or setup.add_service is None:
-            return
-        api = setup.api.with_limits(
-            qps=settings.qps, burst=settings.burst, user_agent="trainjob-status-server"
-        )
-        server = ProgressServer(
-            settings=settings,
-            api=api,
-            trainjobs=self.job_resource,
-            current=self.watch.job_store.get,
-            authorizer=TokenAuthorizer(api=api, pod_check=jobset_pod_check(self._jobset_uid)),
-            registry=setup.metrics.registry if setup.metrics is not None else None,
-        )
-        if setup.metrics is not None:
+        if self.progress_settings is not None and setup.metrics is not None:
             setup.metrics.on_scrape(self._progress_families)
-        self.progress_server = server
-        self._progress_deadline = time.monotonic() + _CERT_WAIT_SECONDS
-        setup.add_service("trainjob-status-server", server.run)
 
     def _progress_families(self) -> list[Metric]:
         """The progress of every unfinished TrainJob that reported one, read from the cache
@@ -295,18 +254,13 @@ class TrainJobController(Reconciler[TrainJob]):
     def observed_extra(self, job: Obj) -> Mapping[str, Any]:
         ref = (job.get("spec") or {}).get("runtimeRef") or {}
         kind = runtime_kind(ref)
-        server = self.progress_server
-        progress = None
-        if server is not None and server.cert is not None:
-            progress = ProgressEndpoint(url=server.base_url, ca_pem=server.cert.ca_pem)
         if kind is None:
-            return {RUNTIME: None, PROGRESS: progress}
+            return {RUNTIME: None}
         namespace = "" if kind == CLUSTER_TRAINING_RUNTIME else job["metadata"].get("namespace")
         return {
             RUNTIME: self.watch.get(kind, str(namespace or ""), str(ref.get("name") or "")),
             POD_GROUP_KINDS: self.pod_groups,
             PRIORITY_CLASS_EXISTS: self._priority_class_exists,
-            PROGRESS: progress,
         }
 
     @override

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jobcontroller import (
+    PROGRESS,
     Action,
     CreateObject,
     DeleteObject,
@@ -34,6 +35,7 @@ from jobcontroller import (
     Observed,
     PatchObject,
     Plan,
+    ProgressEndpoint,
     is_controlled_by,
     semantically_equal,
 )
@@ -46,7 +48,7 @@ from trainer_operator.podgroups import (
     pod_group_errors,
 )
 from trainer_operator.policies import enforce_ml_policy
-from trainer_operator.progress import ProgressEndpoint, ca_configmap_action, inject_progress
+from trainer_operator.progress import ca_configmap_action, inject_progress
 from trainer_operator.snapshot import (
     SnapshotProblem,
     read_snapshot,
@@ -98,8 +100,6 @@ DEPRECATION_POLICY_URL = (
 )
 RUNTIME = "runtime"
 """The key of :attr:`Observed.extra` holding the TrainJob's runtime (None: not cached)."""
-PROGRESS = "progress"
-"""The key of :attr:`Observed.extra` holding the progress endpoint (None: not served)."""
 JOBSET, CONFIGMAP, SECRET = "JobSet", "ConfigMap", "Secret"
 _EVENT_LIMIT = 950
 

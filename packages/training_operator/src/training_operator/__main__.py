@@ -28,12 +28,12 @@ from jobcontroller import (
     Settings,
     add_job_flags,
     crds_installed,
+    enable_progress,
     parse_settings,
     plan_config,
     run_job_operators,
 )
 from pytorch_operator.__main__ import add_flags as add_pytorch_flags
-from trainer_operator.progressflags import add_progress_flags, progress_settings
 
 NAME = "training-operator"
 TRAINJOB = "trainjob"
@@ -85,9 +85,7 @@ def _trainjob(
 ) -> Reconciler[Any]:
     from trainer_operator.controller import TrainJobController
 
-    return TrainJobController(
-        config=config, pod_groups=pod_groups, progress=progress_settings(settings)
-    )
+    return TrainJobController(config=config, pod_groups=pod_groups)
 
 
 SCHEMES: dict[str, Callable[[PlanConfig, Settings], Reconciler[Any]]] = {
@@ -133,7 +131,6 @@ def add_flags(parser: argparse.ArgumentParser) -> None:
         "(case-insensitive); all when not given",
     )
     add_pytorch_flags(parser)
-    add_progress_flags(parser, service=NAME)
 
 
 def enabled(settings: Settings) -> list[str]:
@@ -154,7 +151,9 @@ def build_controllers(argv: Sequence[str] = ()) -> list[Reconciler[Any]]:
 
     settings = parse_settings(name=NAME, argv=list(argv), add_flags=_flags)
     config = plan_config(settings)
-    return [SCHEMES[scheme](config, settings) for scheme in enabled(settings)]
+    built = [SCHEMES[scheme](config, settings) for scheme in enabled(settings)]
+    enable_progress(NAME, built, settings)
+    return built
 
 
 def _flags(parser: argparse.ArgumentParser) -> None:

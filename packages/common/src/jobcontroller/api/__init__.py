@@ -23,6 +23,7 @@ from jobcontroller.api.common import (
     JobStatus,
     KubeModel,
     PodTemplateSpec,
+    ProgressMetric,
     Quantity,
     ReplicaSpec,
     ReplicaStatus,
@@ -31,6 +32,7 @@ from jobcontroller.api.common import (
     RunPolicy,
     SchedulingPolicy,
     Time,
+    TrainerStatus,
     format_time,
 )
 from jobcontroller.api.crd import (
@@ -99,6 +101,7 @@ __all__ = [
     "KubeModel",
     "NonEmpty",
     "PodTemplateSpec",
+    "ProgressMetric",
     "Quantity",
     "ReplicaRule",
     "ReplicaRules",
@@ -114,6 +117,7 @@ __all__ = [
     "ScaleSubresource",
     "SchedulingPolicy",
     "Time",
+    "TrainerStatus",
     "build_crd",
     "canonical_replica_types",
     "cel_create_only",

@@ -47,6 +47,7 @@ __all__ = [
     "JobStatus",
     "KubeModel",
     "PodTemplateSpec",
+    "ProgressMetric",
     "Quantity",
     "ReplicaSpec",
     "ReplicaStatus",
@@ -56,6 +57,7 @@ __all__ = [
     "ScaleSubresource",
     "SchedulingPolicy",
     "Time",
+    "TrainerStatus",
     "format_time",
 ]
 
@@ -348,6 +350,52 @@ class ReplicaStatus(KubeModel):
     )
 
 
+class ProgressMetric(KubeModel):
+    """One metric a training pod reported."""
+
+    name: str = Field(min_length=1, max_length=64, description='A name such as "loss".')
+    value: str = Field(min_length=1, max_length=64, description="The value, as a string.")
+
+
+class TrainerStatus(KubeModel):
+    """Progress the training pods report (Trainer v2.3.0's TrainJob ``trainerStatus``, the
+    same shape). On the v1 kinds it is this project's extension: upstream's v1 API has no such
+    field, and clients that do not know it ignore it."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "has(self.lastUpdatedTime)",
+                    "message": "lastUpdatedTime is required when trainerStatus is present",
+                }
+            ]
+        }
+    )
+
+    progress_percentage: int | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="How far training is, 0 to 100.",
+        json_schema_extra={"format": "int32"},
+    )
+    estimated_remaining_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=INT32_MAX,
+        description="Estimated seconds left.",
+        json_schema_extra={"format": "int32"},
+    )
+    metrics: list[ProgressMetric] | None = Field(
+        default=None,
+        max_length=256,
+        description="The latest values of the model's metrics.",
+        json_schema_extra={"x-kubernetes-list-type": "atomic"},
+    )
+    last_updated_time: Time | None = Field(default=None, description="When this was observed.")
+
+
 class JobStatus(KubeModel):
     """The observed state of the job, written by its operator."""
 
@@ -366,6 +414,11 @@ class JobStatus(KubeModel):
     )
     last_reconcile_time: Time | None = Field(
         default=None, description="When the operator last reconciled the job."
+    )
+    trainer_status: TrainerStatus | None = Field(
+        default=None,
+        description="Training progress the job's pods reported to the operator's progress "
+        "endpoint (an extension of this project; Trainer v2's TrainJob has the same field).",
     )
 
     def condition(self, type_: str) -> JobCondition | None:

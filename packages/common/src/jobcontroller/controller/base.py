@@ -29,6 +29,8 @@ class JobController(ControllerHooks[JobT], Reconciler[JobT]):
     job model (``class TFJobController(JobController[TFJob])``), so every hook receives that
     model, already defaulted: no casts."""
 
+    progress_extension = True
+
     @override
     def plan_job(
         self, raw: Obj, observed: Observed, *, now: dt.datetime, config: PlanConfig

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
@@ -39,11 +40,21 @@ from jobcontroller.controller.podgroups import (
     PriorityClasses,
     pod_group_resource,
 )
+from jobcontroller.controller.progress import (
+    CERT_WAIT_RETRY,
+    CERT_WAIT_SECONDS,
+    endpoint_of,
+    shared_progress_server,
+    v1_pod_check,
+)
+from jobcontroller.controller.progressauth import PodCheck
+from jobcontroller.controller.progressserver import ProgressServer, progress_rules
 from jobcontroller.controller.state import JobStates
 from jobcontroller.controller.status import STARTING_KINDS, StatusWriter, after_own_patch
 from jobcontroller.controller.telemetry import Telemetry
 from jobcontroller.controller.watch import LABEL_JOB_NAME, Watch
 from jobcontroller.core.crashes import Standing
+from jobcontroller.core.progress import PROGRESS, ProgressTarget
 from jobcontroller.core.types import (
     POD,
     POD_GROUP,
@@ -58,8 +69,9 @@ from jobcontroller.core.types import (
 from jobcontroller.crashguard import CrashGuard
 from jobcontroller.runtime.expectations import Expectations
 from jobcontroller.runtime.informer import Transform, compact_node, strip_managed_fields
-from jobcontroller.runtime.kube import NODES, PODS, SERVICES, Resource
+from jobcontroller.runtime.kube import CONFIGMAPS, NODES, PODS, SERVICES, Resource
 from jobcontroller.runtime.manager import Manager
+from jobcontroller.runtime.progressflags import ProgressSettings
 from jobcontroller.runtime.projection import project_pod, project_service
 from jobcontroller.runtime.workqueue import WorkQueue
 
@@ -150,6 +162,10 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
     progress endpoint): ``<operator> manifests`` opens them on the Deployment and puts a
     Service named after the operator in front."""
 
+    progress_extension: ClassVar[bool] = False
+    """Whether ``status.trainerStatus`` is this project's extension for the kind (the v1
+    kinds; ``--no-v1-job-progress`` leaves it out) rather than upstream's (TrainJob)."""
+
     executor: Executor
     adoption: Adoption
     status_writer: StatusWriter
@@ -197,6 +213,66 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             telemetry=self.telemetry,
         )
         self.priority_classes = PriorityClasses()
+        self.progress_settings: ProgressSettings | None = None
+        """Where the training-progress endpoint serves (None: it is not, and the pods get no
+        env to report): :meth:`enable_progress`."""
+        self.progress_server: ProgressServer | None = None
+        self._progress_deadline = 0.0
+
+    # -------------------------------------------------------------------------- progress
+
+    def enable_progress(self, settings: ProgressSettings) -> None:
+        """Serve the kind's training progress (call before the controller is wired): the
+        endpoint gets its URL, the pods the env, token and CA ConfigMap to report to it."""
+        self.progress_settings = settings
+        if self.owns_pods and "ConfigMap" not in self._resources:
+            self._resources["ConfigMap"] = CONFIGMAPS
+            self.states.kinds = (*self.states.kinds, "ConfigMap")
+
+    @property
+    def progress_target(self) -> ProgressTarget:
+        m = self.model
+        return ProgressTarget(group=m.GROUP, version=m.VERSION, plural=m.PLURAL, kind=m.KIND)
+
+    def progress_pod_check(self) -> PodCheck:
+        """Which pods may report a job's progress (a v1 job's by default: see
+        :func:`~jobcontroller.controller.progress.v1_pod_check`)."""
+        return v1_pod_check(self.watch)
+
+    def progress_rules(self) -> tuple[Obj, ...]:
+        """The RBAC rules serving progress needs (none when it is not served): the status
+        patch, the token reviews and pod reads, and the certificate's Secret and the CA
+        ConfigMaps where the kind does not own such objects already."""
+        if self.progress_settings is None:
+            return ()
+        owned = self.owned_resources
+        rules = progress_rules(self.model.GROUP, self.model.PLURAL)
+        if "Secret" not in owned:
+            rules += ({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create"]},)
+        if self.owns_pods and "ConfigMap" not in owned:
+            verbs = ["get", "list", "watch", "create", "patch", "delete"]
+            rules += ({"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs},)
+        return rules
+
+    def progress_ports(self) -> tuple[tuple[str, int], ...]:
+        """The endpoint's port for the manifests' Service (none when it is not served)."""
+        if self.progress_settings is None:
+            return ()
+        return (("trainjob-status", self.progress_settings.port),)
+
+    def _setup_progress(self, manager: Manager) -> None:
+        settings = self.progress_settings
+        if settings is None:
+            return
+        server = shared_progress_server(manager, settings)
+        server.add_kind(
+            self.progress_target,
+            resource=self.job_resource,
+            current=self.watch.job_store.get,
+            pod_check=self.progress_pod_check(),
+        )
+        self.progress_server = server
+        self._progress_deadline = time.monotonic() + CERT_WAIT_SECONDS
 
     def owned_kinds(self) -> Mapping[str, Resource]:
         """The kinds of :attr:`owned_resources` this controller watches and creates: all of
@@ -249,6 +325,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             states=self.states,
             telemetry=self.telemetry,
         )
+        self._setup_progress(manager)
         elector = manager.elector
         # Without leader election the one replica leads.
         leads = (lambda: True) if elector is None else elector.holds_lease
@@ -298,7 +375,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             state=self.states.get(key),
             priority_classes=self.priority_classes.values,
             crashes=guard.crashes(self.kind, key, meta.get("uid", "")) if guard else 0,
-            extra=self.observed_extra(job),
+            extra={**self.observed_extra(job), PROGRESS: endpoint_of(self.progress_server)},
         )
 
     def read_changed(self, kind: str, obj: Obj) -> Iterable[str]:
@@ -312,6 +389,17 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         return {}
 
     async def reconcile(self, key: str) -> float | None:
+        server = self.progress_server
+        if (
+            server is not None
+            and not server.first_attempt_done
+            and time.monotonic() < self._progress_deadline
+        ):
+            # The endpoint's certificate is loading (one API call at start): pods planned now
+            # would lack the progress env (a suspended TrainJob's JobSet would lose it). Once
+            # that call failed, or past the deadline, jobs are planned without it: progress
+            # never holds training up.
+            return CERT_WAIT_RETRY
         namespace, _, name = key.partition("/")
         jobs = self.watch.job_store
         raw = jobs.get(namespace, name)

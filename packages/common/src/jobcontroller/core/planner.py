@@ -56,13 +56,21 @@ from jobcontroller.core.lifecycle import (
     resume_if_suspended,
     sync_conflict_condition,
 )
-from jobcontroller.core.names import TOLERATED_RULES_ANNOTATION
+from jobcontroller.core.names import TOLERATED_RULES_ANNOTATION, owner_reference
 from jobcontroller.core.nodes import fail_for_lost_pods, mark_lost_pods
 from jobcontroller.core.podgroup import (
     delays_pod_creation,
     desired_pod_group,
     gang_enabled,
     pod_group_patch,
+)
+from jobcontroller.core.progress import (
+    PROGRESS,
+    ProgressEndpoint,
+    ProgressTarget,
+    ca_configmap,
+    ca_configmap_action,
+    inject_planned,
 )
 from jobcontroller.core.replicas import (
     PHASE_FAILED,
@@ -226,6 +234,30 @@ def _add_extra_objects(ctx: PlanContext[JobT]) -> None:
     ctx.events.extend(extra.events)
 
 
+def _add_progress(ctx: PlanContext[JobT]) -> None:
+    """Where the operator serves training progress (an extension for the v1 kinds: upstream's
+    v1 has none), the pods created now get the env, token and CA to report it, and the job its
+    CA ConfigMap. Pods created before the endpoint was up are left as they are."""
+    endpoint = ctx.observed.extra.get(PROGRESS)
+    if not isinstance(endpoint, ProgressEndpoint):
+        return
+    job = ctx.job
+    target = ProgressTarget(group=job.GROUP, version=job.VERSION, plural=job.PLURAL, kind=job.KIND)
+    inject_planned(
+        ctx.actions, target=target, namespace=job.namespace, name=job.name, base_url=endpoint.url
+    )
+    want = ca_configmap(
+        name=job.name,
+        namespace=job.namespace,
+        owner=owner_reference(job),
+        ca_pem=endpoint.ca_pem,
+        kind=job.KIND,
+    )
+    action = ca_configmap_action(want, ctx.observed)
+    if action is not None:
+        ctx.actions.append(action)
+
+
 def _managed_elsewhere(raw_job: Mapping[str, Any], *, own: str) -> bool:
     spec = raw_job.get("spec")
     run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
@@ -312,6 +344,7 @@ def _plan_live(ctx: PlanContext[JobT]) -> None:
         reconcile_pods(ctx, replicas[rtype])
         reconcile_services(ctx, rtype, replicas[rtype].replicas)
     _add_extra_objects(ctx)
+    _add_progress(ctx)
     sync_conflict_condition(ctx)
     _update_status(ctx, replicas, current)
     if is_finished(ctx.status):

@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import aiohttp
 import structlog
@@ -50,6 +50,8 @@ from jobcontroller.runtime.workqueue import QueueShutDown, WorkQueue
 __all__ = ["Controller", "Manager"]
 
 log = structlog.get_logger(__name__)
+
+_T = TypeVar("_T")
 
 #: Failures that mean the API server could not be reached (refused, reset, timed out).
 _UNREACHABLE = (aiohttp.ClientError, OSError, TimeoutError)
@@ -127,6 +129,7 @@ class Manager:
             metrics.on_scrape(self._queue_families)
         self._informer_tasks: list[asyncio.Task[None]] = []
         self._services: list[tuple[str, Callable[[], Coroutine[Any, Any, None]]]] = []
+        self._shared: dict[str, object] = {}
         self._service_tasks: list[asyncio.Task[None]] = []
         self._worker_tasks: list[asyncio.Task[None]] = []
         self._renew_task: asyncio.Task[None] | None = None
@@ -204,6 +207,13 @@ class Manager:
         if self._running:
             raise RuntimeError("services must be added before Manager.run")
         self._services.append((name, run))
+
+    def shared(self, key: str, make: Callable[[], _T]) -> _T:
+        """The one object of the process named ``key``, made by the first controller asking
+        for it (the progress endpoint: one port, one certificate, every kind's reports)."""
+        if key not in self._shared:
+            self._shared[key] = make()
+        return self._shared[key]  # type: ignore[return-value]  # make() of the first caller
 
     @property
     def informers(self) -> list[Informer]:

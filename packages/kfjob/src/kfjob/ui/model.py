@@ -175,8 +175,8 @@ def _counts(kind: ServedKind, job: Mapping[str, Any]) -> tuple[int, int, int]:
 
 
 def progress(kind: ServedKind, job: Mapping[str, Any]) -> str:
-    """What the job reports of its progress: a TrainJob's ``trainerStatus`` (percentage and
-    time left); the v1 kinds report none (empty)."""
+    """What the job reports of its progress: its ``trainerStatus`` (percentage and time left;
+    a TrainJob's, or a v1 job's where the operator serves progress); empty when none."""
     trainer = _status(job).get("trainerStatus")
     if not isinstance(trainer, dict):
         return ""

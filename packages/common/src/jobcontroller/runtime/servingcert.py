@@ -1,10 +1,10 @@
-"""The TrainJob progress endpoint's certificate: a CA of its own and a serving certificate it
+"""The training-progress endpoint's certificate: a CA of its own and a serving certificate it
 signs, for the operator Service's names.
 
 Upstream serves the endpoint with its webhook's certificate (cert-manager's, or its internal
 rotator's); this operator has no webhook, so it makes one pair at first start and keeps it in
 a Secret, where every replica finds the same one. ECDSA P-256; valid ten years; there is no
-rotation: deleting the Secret and restarting the operator makes a new pair, which TrainJobs
+rotation: deleting the Secret and restarting the operator makes a new pair, which jobs
 created afterwards get (running pods keep the CA they mounted).
 """
 

@@ -1,17 +1,18 @@
-"""Who may report a TrainJob's progress: a pod of that TrainJob, proven by its projected
+"""Who may report a job's progress: a pod of that job, proven by its projected
 service-account token.
 
 Upstream (v2.3.0 pkg/statusserver/auth.go) verifies the token itself, as an OIDC ID token
 against the cluster's issuer, and checks its audience (the TrainJob's, see
-:func:`~trainer_operator.progress.token_audience`) and namespace. Here the API server verifies
-it: a TokenReview with that audience checks the signature, expiry and audience, and, for a
-pod-bound token, that its pod still exists. The pod it names must then be one of the
-TrainJob's: labelled with the TrainJob's JobSet's name and uid (the JobSet controller labels
-every pod it makes so), where upstream accepts any pod of the namespace holding such a token.
+:meth:`~jobcontroller.core.progress.ProgressTarget.audience`) and namespace. Here the API
+server verifies it: a TokenReview with that audience checks the signature, expiry and
+audience, and, for a pod-bound token, that its pod still exists. The pod it names must then be
+one of the job's, as the kind's :data:`PodCheck` says (a TrainJob's: labelled with its JobSet's
+name and uid; a v1 job's: labelled with its name and controlled by it), where upstream accepts
+any pod of the namespace holding such a token.
 
 Work is bounded whatever the callers send: a request whose token is not a JWT, is expired, or
 names another audience is refused before any API call; verdicts are cached per (token,
-TrainJob), an acceptance until the token expires (upstream, checking tokens locally, accepts a
+job), an acceptance until the token expires (upstream, checking tokens locally, accepts a
 token until then too, its pod gone or not), a refusal for a minute, in a bounded LRU; and at
 most :data:`MAX_REVIEWS_IN_FLIGHT` reviews run at once (more are told to retry: 429).
 """
@@ -30,10 +31,10 @@ from typing import Any
 
 import structlog
 
-from jobcontroller import PODS, ApiError, KubeApi, Resource
-from trainer_operator.progress import token_audience
+from jobcontroller.core.progress import ProgressTarget
+from jobcontroller.runtime.kube import PODS, ApiError, KubeApi, Resource
 
-__all__ = ["TOKEN_REVIEWS", "TokenAuthorizer", "Verdict", "bearer_token", "jobset_pod_check"]
+__all__ = ["TOKEN_REVIEWS", "PodCheck", "TokenAuthorizer", "Verdict", "bearer_token"]
 
 log = structlog.get_logger(__name__)
 
@@ -44,8 +45,6 @@ TOKEN_REVIEWS = Resource(
 )
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid"
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
-JOBSET_UID_LABEL = "jobset.sigs.k8s.io/jobset-uid"
 
 CACHE_SECONDS = 60.0
 """How long a refusal is reused."""
@@ -59,7 +58,7 @@ MAX_REVIEWS_IN_FLIGHT = 8
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """200 (allowed), 401 (not authenticated), 403 (not this TrainJob's pod), 429, 500."""
+    """200 (allowed), 401 (not authenticated), 403 (not this job's pod), 429, 500."""
 
     code: int
     message: str = ""
@@ -108,41 +107,48 @@ def _precheck(claims: Obj | None, audience: str, now: float) -> Verdict | None:
 
 
 PodCheck = Callable[[str, str, Obj], bool]
-"""``(namespace, trainjob name, pod) -> whether the pod is one of that TrainJob's``."""
+"""``(namespace, job name, pod) -> whether the pod is one of that job's``."""
 
 
 class TokenAuthorizer:
-    """Decides whether a request may report the progress of one TrainJob."""
+    """Decides whether a request may report the progress of one job; the kinds' pod checks
+    are registered with :meth:`add_kind` (one authorizer, one review bound, for all)."""
 
     def __init__(
         self,
         *,
         api: KubeApi,
-        pod_check: PodCheck,
         clock: Callable[[], float] = time.time,
         max_cached: int = MAX_CACHED,
         in_flight: int = MAX_REVIEWS_IN_FLIGHT,
     ) -> None:
         self._api = api
-        self._pod_check = pod_check
+        self._pod_checks: dict[ProgressTarget, PodCheck] = {}
         self._clock = clock
         self._max_cached = max_cached
-        self._cache: OrderedDict[tuple[str, str, str], tuple[float, Verdict]] = OrderedDict()
+        self._cache: OrderedDict[tuple[str, str], tuple[float, Verdict]] = OrderedDict()
         self._reviews = asyncio.Semaphore(in_flight)
         self.reviews = 0
         """TokenReviews sent (for tests and the curious)."""
 
-    async def authorize(self, header: str | None, namespace: str, name: str) -> Verdict:
+    def add_kind(self, target: ProgressTarget, pod_check: PodCheck) -> None:
+        self._pod_checks[target] = pod_check
+
+    async def authorize(
+        self, header: str | None, target: ProgressTarget, namespace: str, name: str
+    ) -> Verdict:
+        if target not in self._pod_checks:
+            return Verdict(404, f"{target.kind} progress is not served here")
         token = bearer_token(header)
         if not token:
             return Verdict(401, "a bearer token (a projected service-account token) is required")
         now = self._clock()
         claims = _claims(token)
-        audience = token_audience(namespace, name)
+        audience = target.audience(namespace, name)
         early = _precheck(claims, audience, now)
         if early is not None:
             return early
-        key = (hashlib.sha256(token.encode()).hexdigest(), namespace, name)
+        key = (hashlib.sha256(token.encode()).hexdigest(), audience)
         cached = self._cache.get(key)
         if cached is not None and cached[0] > now:
             self._cache.move_to_end(key)
@@ -150,7 +156,7 @@ class TokenAuthorizer:
         if self._reviews.locked():
             return Verdict(429, "too many token reviews in flight; retry")
         async with self._reviews:
-            verdict = await self._review(token, audience, namespace, name)
+            verdict = await self._review(token, target, namespace, name)
         if verdict.code in (200, 401, 403):
             # Allowed: until the token expires (an hour at most), as upstream's local check
             # accepts it; refused: a minute, so that a fixed cause is seen.
@@ -161,14 +167,17 @@ class TokenAuthorizer:
             self._remember(key, until, verdict)
         return verdict
 
-    def _remember(self, key: tuple[str, str, str], until: float, verdict: Verdict) -> None:
+    def _remember(self, key: tuple[str, str], until: float, verdict: Verdict) -> None:
         self._cache[key] = (until, verdict)
         self._cache.move_to_end(key)
         while len(self._cache) > self._max_cached:
             self._cache.popitem(last=False)
 
-    async def _review(self, token: str, audience: str, namespace: str, name: str) -> Verdict:
+    async def _review(
+        self, token: str, target: ProgressTarget, namespace: str, name: str
+    ) -> Verdict:
         self.reviews += 1
+        audience = target.audience(namespace, name)
         body = {
             "apiVersion": "authentication.k8s.io/v1",
             "kind": "TokenReview",
@@ -192,9 +201,11 @@ class TokenAuthorizer:
         pod_uids = extra.get(POD_UID_EXTRA) or []
         if len(pod_names) != 1 or len(pod_uids) != 1:
             return Verdict(403, "the token is not bound to a pod")
-        return await self._pod_verdict(namespace, name, str(pod_names[0]), str(pod_uids[0]))
+        return await self._pod_verdict(target, namespace, name, str(pod_names[0]), str(pod_uids[0]))
 
-    async def _pod_verdict(self, namespace: str, name: str, pod_name: str, uid: str) -> Verdict:
+    async def _pod_verdict(
+        self, target: ProgressTarget, namespace: str, name: str, pod_name: str, uid: str
+    ) -> Verdict:
         try:
             pod = await self._api.get(PODS, pod_name, namespace=namespace)
         except ApiError as exc:
@@ -203,21 +214,7 @@ class TokenAuthorizer:
             log.warning("reading a reporting pod failed", pod=pod_name, status=exc.status)
             return Verdict(500, "the token's pod could not be read")
         meta = pod.get("metadata") or {}
-        if meta.get("uid") != uid or not self._pod_check(namespace, name, pod):
-            return Verdict(403, f"pod {pod_name} is not a pod of TrainJob {namespace}/{name}")
+        check = self._pod_checks[target]
+        if meta.get("uid") != uid or not check(namespace, name, pod):
+            return Verdict(403, f"pod {pod_name} is not a pod of {target.kind} {namespace}/{name}")
         return ALLOWED
-
-
-def jobset_pod_check(jobset_uid: Callable[[str, str], str | None]) -> PodCheck:
-    """A :data:`PodCheck` from the uid of the TrainJob's own JobSet (None: it has none)."""
-
-    def check(namespace: str, name: str, pod: Obj) -> bool:
-        labels = (pod.get("metadata") or {}).get("labels") or {}
-        uid = jobset_uid(namespace, name)
-        return (
-            isinstance(uid, str)
-            and labels.get(JOBSET_NAME_LABEL) == name
-            and labels.get(JOBSET_UID_LABEL) == uid
-        )
-
-    return check

@@ -1,18 +1,23 @@
-"""The endpoint trainer pods report progress to: HTTPS in the operator process, on every
+"""The endpoint training pods report progress to: HTTPS in the operator process, on every
 replica (upstream's status server, v2.3.0 pkg/statusserver), writing ``status.trainerStatus``.
+One endpoint per process serves every kind its controllers register
+(:meth:`ProgressServer.add_kind`): the TrainJob as upstream, and the v1 kinds as this project's
+extension, each at its own URL.
 
-``POST /apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs/{name}/status`` with
+``POST /apis/<group>/<version>/namespaces/{ns}/<plural>/{name}/status`` (for a TrainJob
+``/apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs/{name}/status``, for a
+PyTorchJob ``/apis/kubeflow.org/v1/namespaces/{ns}/pytorchjobs/{name}/status``) with
 ``{"trainerStatus": {...}}`` and ``Authorization: Bearer <projected token>``. In order:
 
 1. a body over 64 KiB is refused (413), by its Content-Length before anything else, and while
    it is read otherwise;
-2. the token must be a pod of that TrainJob's (:mod:`trainer_operator.progressauth`): 401
-   without a valid token, 403 with another TrainJob's or namespace's; upstream answers 403 to
+2. the token must be a pod of that job's (:mod:`jobcontroller.controller.progressauth`): 401
+   without a valid token, 403 with another job's or namespace's; upstream answers 403 to
    both;
-3. the report must fit the CRD (:func:`~trainer_operator.progress.parse_report`): 422 with the
-   field named;
-4. the TrainJob must exist (404);
-5. the write is bounded per TrainJob, on each replica (:class:`Coalescer`): the first report
+3. the report must fit the CRD (:func:`~jobcontroller.core.progress.parse_report`): 422 with
+   the field named;
+4. the job must exist (404);
+5. the write is bounded per job, on each replica (:class:`Coalescer`): the first report
    in a quiet period is written at once (200), later ones within
    :attr:`ProgressSettings.min_interval` seconds are coalesced, the last one kept and written
    when the interval ends (202). A report that changes nothing but the time is not written,
@@ -24,7 +29,7 @@ Errors answer with a ``metav1.Status`` body as upstream's do.
 
 TLS: upstream serves with the webhook's certificate. This operator has no webhook, so it keeps
 a CA and a serving certificate of its own in a Secret of its namespace (made by the first
-replica, read by the others); the CA reaches the pods through ``<trainjob>-tls-config``.
+replica, read by the others); the CA reaches the pods through ``<job>-tls-config``.
 """
 
 from __future__ import annotations
@@ -36,165 +41,65 @@ import os
 import socket
 import ssl
 import tempfile
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter
 
-from jobcontroller import SECRETS, ApiError, KubeApi, Resource
-from trainer_operator.progress import (
+from jobcontroller.controller.progressauth import PodCheck, TokenAuthorizer, Verdict
+from jobcontroller.controller.progresscoalescer import Coalescer
+from jobcontroller.core.progress import (
     MAX_BODY_BYTES,
+    ProgressTarget,
     ReportError,
     is_stale,
     parse_report,
     same_progress,
     status_patch,
-    status_path,
 )
-from trainer_operator.progressauth import TokenAuthorizer, Verdict
-from trainer_operator.servingcert import ServingCert, new_serving_cert
+from jobcontroller.runtime.kube import SECRETS, ApiError, KubeApi, Resource
+from jobcontroller.runtime.progressflags import ProgressSettings
+from jobcontroller.runtime.servingcert import ServingCert, new_serving_cert
 
-__all__ = ["PROGRESS_RULES", "Coalescer", "ProgressServer", "ProgressSettings"]
+__all__ = ["Coalescer", "ProgressServer", "progress_rules"]
 
 log = structlog.get_logger(__name__)
 
 Obj = dict[str, Any]
 
-DEFAULT_PORT = 10443
-"""Upstream's ``statusServer.port`` default."""
-DEFAULT_MIN_INTERVAL = 5.0
-"""Seconds between two status writes of one TrainJob: upstream's SDK throttles its reports to
-one per 5 s on the client side; this holds whatever a pod sends."""
 _CERT_RETRY_SECONDS = 10.0
 READ_TIMEOUT = 10.0
 """Seconds a client has to send its body once authorized (upstream's server ReadTimeout)."""
 
-PROGRESS_RULES: tuple[Obj, ...] = (
-    # The reports' writes: a merge patch of the status subresource.
-    {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs/status"], "verbs": ["patch"]},
-    # Authentication: the API server reviews the pods' tokens; their pods are read.
-    {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
-    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
-)
-"""What the endpoint needs besides the controller's rules (the certificate's Secret is among
-the Secrets the controller owns already)."""
 
-
-@dataclass(frozen=True, slots=True)
-class ProgressSettings:
-    """Where and how the endpoint serves (``--trainjob-status-*`` flags)."""
-
-    port: int = DEFAULT_PORT
-    """The HTTPS port; 0 asks the OS for one (tests)."""
-    bind_address: str = "0.0.0.0"
-    namespace: str = "kubeflow"
-    """The operator's namespace: the Secret of its certificate, and the Service's."""
-    service: str = "training-operator"
-    """The Service in front of the operator's pods: the certificate's host names."""
-    url: str = ""
-    """The base URL the pods are given; empty: ``https://<service>.<namespace>.svc:<port>``."""
-    min_interval: float = DEFAULT_MIN_INTERVAL
-    qps: float = 5.0
-    burst: int = 10
-    extra_hosts: tuple[str, ...] = ()
-    """More names (or IPs) for the certificate (``localhost`` for a test)."""
-
-    def base_url(self, port: int | None = None) -> str:
-        """The pods' base URL; ``port``: the bound one, when the OS chose it."""
-        where = port or self.port
-        return self.url or f"https://{self.service}.{self.namespace}.svc:{where}"
-
-    @property
-    def secret_name(self) -> str:
-        return f"{self.service}-trainjob-status-tls"
-
-    @property
-    def hosts(self) -> list[str]:
-        s, ns = self.service, self.namespace
-        return [s, f"{s}.{ns}", f"{s}.{ns}.svc", f"{s}.{ns}.svc.cluster.local", *self.extra_hosts]
-
-
-Write = Callable[[str, str, Obj], Awaitable[bool]]
-"""``(namespace, name, trainerStatus) -> whether it was written`` (False: it changed nothing)."""
-
-
-@dataclass(slots=True)
-class _Slot:
-    pending: Obj | None = None
-    task: asyncio.Task[None] | None = None
-
-
-@dataclass(slots=True)
-class Coalescer:
-    """At most one status write per TrainJob per ``interval`` seconds, the latest report
-    winning. Memory: one slot per TrainJob that reported within the last interval."""
-
-    interval: float
-    write: Write
-    sleep: Callable[[float], Coroutine[Any, Any, None]] = asyncio.sleep
-    writes: int = 0
-    coalesced: int = 0
-    _slots: dict[tuple[str, str], _Slot] = field(default_factory=dict)
-
-    async def submit(self, namespace: str, name: str, status: Obj) -> bool:
-        """True when written now (or found unchanged), False when held for later. A failed
-        immediate write raises (the reporter is told); a deferred one is only logged."""
-        key = (namespace, name)
-        slot = self._slots.get(key)
-        if slot is not None:
-            slot.pending = status
-            self.coalesced += 1
-            return False
-        slot = self._slots[key] = _Slot()
-        slot.task = asyncio.get_running_loop().create_task(
-            self._cool_down(key, slot), name=f"progress:{namespace}/{name}"
-        )
-        if await self.write(namespace, name, status):
-            self.writes += 1
-        return True
-
-    @property
-    def tracked(self) -> int:
-        return len(self._slots)
-
-    async def _cool_down(self, key: tuple[str, str], slot: _Slot) -> None:
-        try:
-            while True:
-                await self.sleep(self.interval)
-                pending, slot.pending = slot.pending, None
-                if pending is None:
-                    return
-                try:
-                    if await self.write(*key, pending):
-                        self.writes += 1
-                except ReportError as exc:
-                    log.info("coalesced progress not written", trainjob=key, error=str(exc))
-                except Exception as exc:
-                    log.warning("coalesced progress not written", trainjob=key, error=repr(exc))
-        finally:
-            if self._slots.get(key) is slot:
-                del self._slots[key]
-
-    async def close(self) -> None:
-        tasks = [s.task for s in self._slots.values() if s.task is not None]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.wait(tasks)
+def progress_rules(group: str, plural: str) -> tuple[Obj, ...]:
+    """What the endpoint needs for one kind besides its controller's rules: a merge patch of
+    its status subresource, the TokenReviews of the pods' tokens and those pods read (the
+    certificate's Secret, made once and read by every replica, is the controller's to grant)."""
+    return (
+        {"apiGroups": [group], "resources": [f"{plural}/status"], "verbs": ["patch"]},
+        {
+            "apiGroups": ["authentication.k8s.io"],
+            "resources": ["tokenreviews"],
+            "verbs": ["create"],
+        },
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+    )
 
 
 class ProgressMetrics:
-    """The endpoint's counters (``trainjob_status_*``; the progress itself is the
-    ``trainjob_progress_percentage`` gauge the controller computes at scrape time)."""
+    """The endpoint's counters, every kind's (``trainjob_status_*``, the names they had when
+    only TrainJobs reported; the progress itself is the ``trainjob_progress_percentage`` gauge
+    the TrainJob controller computes at scrape time)."""
 
     def __init__(self, registry: CollectorRegistry | None) -> None:
         registry = registry if registry is not None else CollectorRegistry()
         self.reports = Counter(
             "trainjob_status_reports",
-            "Progress reports received by the TrainJob status endpoint, by HTTP status code",
+            "Progress reports received by the training-progress endpoint, by HTTP status code",
             ["code"],
             registry=registry,
         )
@@ -205,7 +110,7 @@ class ProgressMetrics:
         )
         self.coalesced = Counter(
             "trainjob_status_coalesced_reports",
-            "Progress reports held back by the per-TrainJob write interval (a later one won)",
+            "Progress reports held back by the per-job write interval (a later one won)",
             registry=registry,
         )
 
@@ -243,42 +148,75 @@ def _too_large() -> web.Response:
     return _status(413, "RequestEntityTooLarge", f"the body exceeds {MAX_BODY_BYTES} bytes")
 
 
+@dataclass(frozen=True, slots=True)
+class _Kind:
+    resource: Resource
+    current: Callable[[str, str], Obj | None]
+    coalescer: Coalescer
+
+
 class ProgressServer:
-    """The endpoint; :meth:`run` serves until cancelled (a manager service)."""
+    """The endpoint; :meth:`run` serves until cancelled (a manager service). The kinds it
+    serves are added with :meth:`add_kind` before it runs."""
 
     def __init__(
         self,
         *,
         settings: ProgressSettings,
         api: KubeApi,
-        trainjobs: Resource,
-        current: Callable[[str, str], Obj | None],
-        authorizer: TokenAuthorizer,
+        authorizer: TokenAuthorizer | None = None,
         registry: CollectorRegistry | None = None,
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self.settings = settings
         self._api = api
-        self._trainjobs = trainjobs
-        self._current = current
-        self.authorizer = authorizer
+        self.authorizer = authorizer if authorizer is not None else TokenAuthorizer(api=api)
         self._clock = clock
-        self.coalescer = Coalescer(interval=settings.min_interval, write=self._write)
+        self._kinds: dict[tuple[str, str, str], tuple[ProgressTarget, _Kind]] = {}
         self.metrics = ProgressMetrics(registry)
         self.cert: ServingCert | None = None
         """Set once the certificate is loaded: the CA the pods get is ``cert.ca_pem``."""
         self.port: int | None = None
         self.first_attempt_done = False
-        """Whether the certificate was asked for once (had or not): the controller holds
-        planning until then, so that JobSets get the progress env from the start."""
+        """Whether the certificate was asked for once (had or not): the controllers hold
+        planning until then, so that pods get the progress env from the start."""
         app = web.Application(client_max_size=MAX_BODY_BYTES)
-        app.router.add_post(status_path("{namespace}", "{name}"), self._report)
+        app.router.add_post(
+            "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}/status", self._report
+        )
         self._app = app
         self._runner: web.AppRunner | None = None
 
+    def add_kind(
+        self,
+        target: ProgressTarget,
+        *,
+        resource: Resource,
+        current: Callable[[str, str], Obj | None],
+        pod_check: PodCheck,
+    ) -> None:
+        """Serve ``target``'s reports: ``current`` reads a job from the controller's cache,
+        ``pod_check`` says whether a pod is one of the job's."""
+
+        async def write(namespace: str, name: str, status: Obj) -> bool:
+            return await self._write(target, namespace, name, status)
+
+        kind = _Kind(
+            resource=resource,
+            current=current,
+            coalescer=Coalescer(interval=self.settings.min_interval, write=write),
+        )
+        self._kinds[(target.group, target.version, target.plural)] = (target, kind)
+        self.authorizer.add_kind(target, pod_check)
+
+    @property
+    def coalescer(self) -> Coalescer:
+        """The first kind's bound (a server of one kind: its only one)."""
+        return next(iter(self._kinds.values()))[1].coalescer
+
     async def run(self) -> None:
         """Serve until cancelled. Neither a certificate that cannot be had nor a port that
-        cannot be bound stops the operator: both are retried, and TrainJobs run meanwhile
+        cannot be bound stops the operator: both are retried, and jobs run meanwhile
         (their pods get no progress env while there is no certificate)."""
         try:
             cert = await self._certificate()
@@ -288,7 +226,7 @@ class ProgressServer:
                     break
                 except OSError as exc:
                     log.error(
-                        "the TrainJob progress endpoint cannot listen; retrying",
+                        "the training-progress endpoint cannot listen; retrying",
                         port=self.settings.port,
                         error=str(exc),
                     )
@@ -309,14 +247,15 @@ class ProgressServer:
         sock.setblocking(False)
         await web.SockSite(runner, sock, ssl_context=context).start()
         self.port = sock.getsockname()[1]
-        log.info("serving TrainJob progress", port=self.port, url=self.base_url)
+        log.info("serving training progress", port=self.port, url=self.base_url)
 
     @property
     def base_url(self) -> str:
         return self.settings.base_url(self.port)
 
     async def stop(self) -> None:
-        await self.coalescer.close()
+        for _, kind in self._kinds.values():
+            await kind.coalescer.close()
         await self._close_runner()
         await self._api.close()
 
@@ -333,7 +272,7 @@ class ProgressServer:
             except (ApiError, OSError, ValueError) as exc:
                 self.first_attempt_done = True
                 log.warning(
-                    "no certificate for the TrainJob progress endpoint yet; retrying",
+                    "no certificate for the training-progress endpoint yet; retrying",
                     secret=f"{self.settings.namespace}/{self.settings.secret_name}",
                     error=str(exc),
                 )
@@ -385,11 +324,16 @@ class ProgressServer:
         return response
 
     async def _answer(self, request: web.Request) -> web.Response:
-        namespace, name = request.match_info["namespace"], request.match_info["name"]
+        info = request.match_info
+        namespace, name = info["namespace"], info["name"]
+        served = self._kinds.get((info["group"], info["version"], info["plural"]))
+        if served is None:
+            return _status(404, "NotFound", f"no progress is served at {request.path}")
+        target, kind = served
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
             return _too_large()
         verdict = await self.authorizer.authorize(
-            request.headers.get("Authorization"), namespace, name
+            request.headers.get("Authorization"), target, namespace, name
         )
         if not verdict.allowed:
             return _refused(verdict)
@@ -404,23 +348,24 @@ class ProgressServer:
             status = parse_report(body, now=self._clock())
             if status is None:
                 return web.json_response({}, status=200)
-            if self._current(namespace, name) is None:
-                raise ReportError(404, "NotFound", f"TrainJob {namespace}/{name} not found")
-            now = await self.coalescer.submit(namespace, name, status)
+            if kind.current(namespace, name) is None:
+                raise _not_found(target, namespace, name)
+            now = await kind.coalescer.submit(namespace, name, status)
         except ReportError as exc:
             return _status(exc.code, exc.reason, exc.message)
         return web.json_response({"trainerStatus": status}, status=200 if now else 202)
 
-    async def _write(self, namespace: str, name: str, status: Obj) -> bool:
-        current = self._current(namespace, name)
+    async def _write(self, target: ProgressTarget, namespace: str, name: str, status: Obj) -> bool:
+        _, kind = self._kinds[(target.group, target.version, target.plural)]
+        current = kind.current(namespace, name)
         if current is None:
-            raise ReportError(404, "NotFound", f"TrainJob {namespace}/{name} not found")
+            raise _not_found(target, namespace, name)
         have = (current.get("status") or {}).get("trainerStatus")
         if same_progress(have, status) or is_stale(have, status):
             return False
         try:
             await self._api.merge_patch(
-                self._trainjobs,
+                kind.resource,
                 name,
                 status_patch(status),
                 namespace=namespace,
@@ -428,17 +373,22 @@ class ProgressServer:
             )
         except ApiError as exc:
             if exc.status == 404:
-                raise ReportError(
-                    404, "NotFound", f"TrainJob {namespace}/{name} not found"
-                ) from None
+                raise _not_found(target, namespace, name) from None
             if exc.status in (400, 422):
                 raise ReportError(422, "Invalid", str(exc)) from None
             log.warning(
-                "writing trainerStatus failed", trainjob=f"{namespace}/{name}", error=str(exc)
+                "writing trainerStatus failed",
+                kind=target.kind,
+                job=f"{namespace}/{name}",
+                error=str(exc),
             )
             raise ReportError(500, "InternalError", "the status could not be written") from None
         self.metrics.writes.inc()
         return True
+
+
+def _not_found(target: ProgressTarget, namespace: str, name: str) -> ReportError:
+    return ReportError(404, "NotFound", f"{target.kind} {namespace}/{name} not found")
 
 
 def _ssl_context(cert: ServingCert) -> ssl.SSLContext:
