@@ -95,6 +95,29 @@ def test_trainjob_is_served_by_default_only_where_jobset_is_installed(
         ]
 
 
+def test_deciding_to_serve_trainjobs_asks_for_the_controllers_crds_without_importing_it() -> None:
+    """The all-in-one spells the TrainJob controller's CRDs out, so a cluster without JobSet
+    never loads the trainer operator; the two lists must stay the same."""
+    import subprocess
+    import sys
+
+    from trainer_operator.controller import TrainJobController
+    from training_operator.__main__ import TRAINJOB_CRDS
+
+    assert TrainJobController.required_crds == TRAINJOB_CRDS
+    probe = (
+        "import sys, training_operator.__main__ as m\n"
+        "m.crds_installed = lambda settings, names: False\n"
+        "assert m._serve_trainjob(['run']) is False\n"
+        "heavy = ('trainer_operator', 'cryptography')\n"
+        "print(sorted(n for n in sys.modules if n.startswith(heavy)))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip().splitlines()[-1] == "[]"  # (the warning goes to stdout first)
+
+
 def test_the_served_trainjob_controller_watches_the_installed_pod_group_kinds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -88,6 +88,17 @@ def _trainjob(
     return TrainJobController(config=config, pod_groups=pod_groups)
 
 
+#: TrainJobController.required_crds, spelled out so that deciding whether to serve TrainJobs
+#: does not import the trainer operator (its API models, JobSet's, its planner) where it is not
+#: served; a unit test keeps the two equal.
+TRAINJOB_CRDS = (
+    "jobsets.jobset.x-k8s.io",
+    "trainjobs.trainer.kubeflow.org",
+    "trainingruntimes.trainer.kubeflow.org",
+    "clustertrainingruntimes.trainer.kubeflow.org",
+)
+
+
 SCHEMES: dict[str, Callable[[PlanConfig, Settings], Reconciler[Any]]] = {
     "tfjob": _tfjob,
     "pytorchjob": _pytorchjob,
@@ -168,13 +179,11 @@ def _serve_trainjob(argv: list[str]) -> bool:
     settings = parse_settings(name=NAME, argv=argv, add_flags=_flags)
     if TRAINJOB not in enabled(settings) or named(settings):
         return True
-    from trainer_operator.controller import TrainJobController
-
-    if crds_installed(settings, TrainJobController.required_crds) is False:
+    if crds_installed(settings, TRAINJOB_CRDS) is False:
         log.warning(
             "TrainJobs are not served: the JobSet or Trainer CRDs are not installed "
             "(name trainjob in --enable-scheme to serve them regardless)",
-            crds=list(TrainJobController.required_crds),
+            crds=list(TRAINJOB_CRDS),
         )
         return False
     return True

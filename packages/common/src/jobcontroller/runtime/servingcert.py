@@ -13,11 +13,10 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+if TYPE_CHECKING:
+    from cryptography import x509
 
 __all__ = ["ServingCert", "new_serving_cert"]
 
@@ -32,6 +31,8 @@ class ServingCert:
 
 
 def _san(host: str) -> x509.GeneralName:
+    from cryptography import x509
+
     try:
         return x509.IPAddress(ipaddress.ip_address(host))
     except ValueError:
@@ -39,7 +40,15 @@ def _san(host: str) -> x509.GeneralName:
 
 
 def new_serving_cert(*, hosts: list[str], now: dt.datetime) -> ServingCert:
-    """A fresh CA and a serving certificate for ``hosts`` (DNS names or IPs) signed by it."""
+    """A fresh CA and a serving certificate for ``hosts`` (DNS names or IPs) signed by it.
+
+    cryptography (about 10 MB resident) is imported here, not at start: a replica that finds
+    the pair in its Secret, as every start after a cluster's first does, never loads it."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "trainjob-status-ca")])
     start, end = now - dt.timedelta(minutes=5), now + _VALIDITY
