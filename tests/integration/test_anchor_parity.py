@@ -243,15 +243,18 @@ def _master_port(pod: Obj) -> str:
 
 
 PROGRESS_URL = "https://op.kubeflow.svc:10443"
+CA_ANNOTATION = "training.kubeflow.org/progress-ca"
 
 
-def _progress_extension(pod: Obj, *, kind: str, plural: str) -> None:
+def _progress_extension(pod: Obj, *, plural: str, ca: str) -> None:
     """docs/observability.md, "Training progress": an extension for the v1 kinds, on by
     default (``--no-v1-job-progress`` turns it off): every container gets Trainer v2's three
     env vars (the job's own URL on the operator's endpoint, the paths of the CA and token)
     and the mount of the projected volume holding a token for the job's audience and the
-    job's ``<name>-<kind>-tls-config`` CA; the pod gets that volume (and ``serviceAccountName:
-    default`` where it named none, which the ServiceAccount admission plugin would set)."""
+    endpoint's CA, which the pod carries in its ``training.kubeflow.org/progress-ca``
+    annotation (``ca``) for the downward API to write; the pod gets that volume (and
+    ``serviceAccountName: default`` where it named none, which the ServiceAccount admission
+    plugin would set)."""
     namespace = pod["metadata"]["namespace"]
     name = pod["metadata"]["labels"][JOB_NAME]
     path = f"kubeflow.org/v1/namespaces/{namespace}/{plural}/{name}/status"
@@ -270,12 +273,20 @@ def _progress_extension(pod: Obj, *, kind: str, plural: str) -> None:
     sources = [
         {"serviceAccountToken": {"audience": path, "expirationSeconds": 3600, "path": "token"}},
         {
-            "configMap": {
-                "name": f"{name}-{kind.lower()}-tls-config",
-                "items": [{"key": "ca.crt", "path": "ca.crt"}],
+            "downwardAPI": {
+                "items": [
+                    {
+                        "path": "ca.crt",
+                        "fieldRef": {
+                            "apiVersion": "v1",
+                            "fieldPath": f"metadata.annotations['{CA_ANNOTATION}']",
+                        },
+                    }
+                ]
             }
         },
     ]
+    pod["metadata"].setdefault("annotations", {})["training.kubeflow.org/progress-ca"] = ca
     # defaultMode 420 (0644): the API server's default for a projected volume.
     pod["spec"].setdefault("volumes", []).append(
         {"name": "kubeflow-trainer-token", "projected": {"sources": sources, "defaultMode": 420}}
@@ -322,8 +333,10 @@ async def test_pods_and_services_match_v1_9_4(
     )
     plural = kind.resource.plural
 
+    ca: list[str] = []
+
     def progress_extension(pod: Obj) -> None:
-        _progress_extension(pod, kind=job["kind"], plural=plural)
+        _progress_extension(pod, plural=plural, ca=ca[0])
 
     async with running(kubeconfig, controller, namespace=namespace):
         await kube.create(kind.resource, job, namespace=namespace)
@@ -344,6 +357,13 @@ async def test_pods_and_services_match_v1_9_4(
         # anything it created beyond the recording is seen too.
         pods, _ = await kube.list(PODS, namespace=namespace)
         services, _ = await kube.list(SERVICES, namespace=namespace)
+        # The CA is the endpoint's, made at the operator's start: whatever it is, every pod
+        # carries the same one (test_v1_job_progress.py checks it is the one the endpoint
+        # serves with).
+        cas = {(p["metadata"].get("annotations") or {}).get(CA_ANNOTATION) for p in pods}
+        assert len(cas) == 1, cas
+        ca.append(str(cas.pop()))
+        assert ca[0].startswith("-----BEGIN CERTIFICATE-----"), ca[0]
 
     problems: list[str] = []
     for what, recorded_items, our_items, rewrites in (

@@ -221,7 +221,7 @@ def _expectations(operator: str, *, namespaced: bool, gang: bool) -> list[Access
         Access("patch", f"{plural}/status", "kubeflow.org"),
         Access("patch", f"{others[0]}/status", "kubeflow.org", allowed=False),
         # The progress endpoint reviews the reporting pods' tokens (cluster-scoped) and reads
-        # those pods; it keeps its certificate in a Secret and each job's CA in a ConfigMap.
+        # those pods; it keeps its certificate in a Secret (the pods carry its CA themselves).
         Access("create", "tokenreviews", "authentication.k8s.io", where="cluster"),
         Access("get", "pods"),
         Access("update", "podgroups", "scheduling.volcano.sh", allowed=False),

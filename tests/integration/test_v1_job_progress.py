@@ -165,16 +165,16 @@ async def test_a_pytorchjob_pod_reports_progress_and_the_job_shows_it(
     audience = volume["projected"]["sources"][0]["serviceAccountToken"]["audience"]
     assert audience == TARGET.audience(namespace, "reporting")
     server = _server(operator)
-    ca = await wait_for(
-        kube,
-        CONFIGMAPS,
-        "reporting-pytorchjob-tls-config",
-        namespace=namespace,
-        timeout=TIMEOUT,
-        until=lambda o: o is not None,
+    # The pod carries the endpoint's CA (the downward API writes it as ca.crt): no ConfigMap.
+    assert server.cert is not None
+    annotations = pod["metadata"].get("annotations") or {}
+    assert annotations["training.kubeflow.org/progress-ca"] == server.cert.ca_pem
+    source = volume["projected"]["sources"][1]["downwardAPI"]["items"][0]
+    assert source["fieldRef"]["fieldPath"] == (
+        "metadata.annotations['training.kubeflow.org/progress-ca']"
     )
-    assert ca is not None and server.cert is not None
-    assert ca["data"]["ca.crt"] == server.cert.ca_pem
+    configmaps, _ = await kube.list(CONFIGMAPS, namespace=namespace)
+    assert not [c for c in configmaps if c["metadata"]["name"].endswith("tls-config")]
 
     # kfjob's helper, unchanged, with what the kubelet would mount (the URL at this host).
     token = await _token(kube, namespace, pod, audience)

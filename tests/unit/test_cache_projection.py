@@ -318,3 +318,18 @@ def test_repeated_strings_are_held_once() -> None:
     a = project_pod({"metadata": {"labels": {"job": "".join(["tr", "ain"])}}})
     b = project_pod({"metadata": {"labels": {"job": "".join(["tra", "in"])}}})
     assert a["metadata"]["labels"]["job"] is b["metadata"]["labels"]["job"]
+
+
+def test_the_progress_ca_a_v1_pod_carries_is_not_cached() -> None:
+    """Every pod of a v1 job carries the progress endpoint's CA (about 600 bytes) for the
+    downward API; no controller reads it, so the cache keeps the other annotations only."""
+    from jobcontroller.core.progress import CA_ANNOTATION
+
+    pod = {
+        "metadata": {
+            "name": "p",
+            "annotations": {CA_ANNOTATION: "-----BEGIN CERTIFICATE-----...", "mine": "kept"},
+        }
+    }
+    assert project_pod(pod)["metadata"]["annotations"] == {"mine": "kept"}
+    assert CA_ANNOTATION in pod["metadata"]["annotations"]  # the original is left as it is

@@ -1,11 +1,10 @@
 """Training progress for the v1 kinds (this project's extension), the pure parts: what a v1
 job's pods are given when the endpoint serves (the same env names as a TrainJob's trainer, a
-URL and token audience of the job's own kind), the job's CA ConfigMap, which pods may report,
-and nothing at all when the endpoint is off."""
+URL and token audience of the job's own kind, the CA in a pod annotation), which pods may
+report, and nothing at all when the endpoint is off."""
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 from typing import Any
@@ -77,14 +76,23 @@ def test_every_container_of_every_pod_gets_the_trainjob_env_names_with_its_kinds
             "expirationSeconds": 3600,
             "path": "token",
         }
-        assert ca["configMap"]["name"] == "pt-pytorchjob-tls-config"
+        # The CA travels in the pod itself: an annotation the downward API writes as ca.crt.
+        assert ca == {
+            "downwardAPI": {
+                "items": [
+                    {
+                        "path": "ca.crt",
+                        "fieldRef": {
+                            "fieldPath": "metadata.annotations['training.kubeflow.org/progress-ca']"
+                        },
+                    }
+                ]
+            }
+        }
+        assert pod["metadata"]["annotations"]["training.kubeflow.org/progress-ca"] == "PEM"
         assert spec["serviceAccountName"] == "default"
-    [cm] = _created(result.actions, "ConfigMap")
-    assert cm["metadata"]["name"] == "pt-pytorchjob-tls-config"
-    assert cm["metadata"]["labels"] == {"training.kubeflow.org/job-name": "pt"}
-    assert cm["data"] == {"ca.crt": "PEM"}
-    owner = cm["metadata"]["ownerReferences"][0]
-    assert (owner["kind"], owner["uid"], owner["controller"]) == ("PyTorchJob", "uid-pt", True)
+    # No object per job besides the pods and Services: no CA ConfigMap to create and keep.
+    assert not _created(result.actions, "ConfigMap")
 
 
 def test_a_named_service_account_is_kept() -> None:
@@ -102,20 +110,6 @@ def test_without_the_endpoint_the_pods_are_upstreams_v1_pods() -> None:
     assert _created(plain.actions, "Pod") == _created(off.actions, "Pod")
     assert "KUBEFLOW_TRAINER" not in json.dumps(_created(off.actions, "Pod"))
     assert not _created(off.actions, "ConfigMap")
-
-
-def test_an_existing_ca_configmap_is_not_created_again() -> None:
-    fw = PyTorchJobController()
-    first = plan(fw, _pytorchjob(), _observed(ENDPOINT), now=NOW, config=PlanConfig())
-    [cm] = _created(first.actions, "ConfigMap")
-    again = plan(
-        fw,
-        _pytorchjob(),
-        dataclasses.replace(_observed(ENDPOINT), owned={"ConfigMap": [cm]}),
-        now=NOW,
-        config=PlanConfig(),
-    )
-    assert not _created(again.actions, "ConfigMap")
 
 
 def test_the_mpi_launcher_jobs_pods_get_the_env_with_the_v2beta1_url() -> None:
@@ -155,6 +149,8 @@ def test_the_mpi_launcher_jobs_pods_get_the_env_with_the_v2beta1_url() -> None:
     assert env["KUBEFLOW_TRAINER_SERVER_URL"] == (
         "https://op.kubeflow.svc:10443/apis/kubeflow.org/v2beta1/namespaces/team/mpijobs/pi/status"
     )
+    annotations = launcher["spec"]["template"]["metadata"]["annotations"]
+    assert annotations["training.kubeflow.org/progress-ca"] == "PEM"
 
 
 class _Caches:

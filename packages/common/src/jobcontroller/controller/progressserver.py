@@ -29,7 +29,8 @@ Errors answer with a ``metav1.Status`` body as upstream's do.
 
 TLS: upstream serves with the webhook's certificate. This operator has no webhook, so it keeps
 a CA and a serving certificate of its own in a Secret of its namespace (made by the first
-replica, read by the others); the CA reaches the pods through ``<job>-tls-config``.
+replica, read by the others); the CA reaches a TrainJob's pods through its ``<job>-tls-config``
+ConfigMap, a v1 job's in each pod's ``training.kubeflow.org/progress-ca`` annotation.
 """
 
 from __future__ import annotations

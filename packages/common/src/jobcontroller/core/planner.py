@@ -56,7 +56,7 @@ from jobcontroller.core.lifecycle import (
     resume_if_suspended,
     sync_conflict_condition,
 )
-from jobcontroller.core.names import TOLERATED_RULES_ANNOTATION, owner_reference
+from jobcontroller.core.names import TOLERATED_RULES_ANNOTATION
 from jobcontroller.core.nodes import fail_for_lost_pods, mark_lost_pods
 from jobcontroller.core.podgroup import (
     delays_pod_creation,
@@ -68,8 +68,6 @@ from jobcontroller.core.progress import (
     PROGRESS,
     ProgressEndpoint,
     ProgressTarget,
-    ca_configmap,
-    ca_configmap_action,
     inject_planned,
 )
 from jobcontroller.core.replicas import (
@@ -236,26 +234,21 @@ def _add_extra_objects(ctx: PlanContext[JobT]) -> None:
 
 def _add_progress(ctx: PlanContext[JobT]) -> None:
     """Where the operator serves training progress (an extension for the v1 kinds: upstream's
-    v1 has none), the pods created now get the env, token and CA to report it, and the job its
-    CA ConfigMap. Pods created before the endpoint was up are left as they are."""
+    v1 has none), the pods created now get the env, token and CA to report it. Pods created
+    before the endpoint was up are left as they are."""
     endpoint = ctx.observed.extra.get(PROGRESS)
     if not isinstance(endpoint, ProgressEndpoint):
         return
     job = ctx.job
     target = ProgressTarget(group=job.GROUP, version=job.VERSION, plural=job.PLURAL, kind=job.KIND)
     inject_planned(
-        ctx.actions, target=target, namespace=job.namespace, name=job.name, base_url=endpoint.url
-    )
-    want = ca_configmap(
-        name=job.name,
+        ctx.actions,
+        target=target,
         namespace=job.namespace,
-        owner=owner_reference(job),
+        name=job.name,
+        base_url=endpoint.url,
         ca_pem=endpoint.ca_pem,
-        kind=job.KIND,
     )
-    action = ca_configmap_action(want, ctx.observed)
-    if action is not None:
-        ctx.actions.append(action)
 
 
 def _managed_elsewhere(raw_job: Mapping[str, Any], *, own: str) -> bool:

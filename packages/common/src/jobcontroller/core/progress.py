@@ -30,6 +30,7 @@ from jobcontroller.core.names import JOB_NAME_LABEL
 from jobcontroller.core.types import Action, CreateObject, Observed, PatchObject
 
 __all__ = [
+    "CA_ANNOTATION",
     "CA_CERT_KEY",
     "ENV_CA_CERT",
     "ENV_SERVER_URL",
@@ -56,6 +57,11 @@ __all__ = [
 ]
 
 Obj = dict[str, Any]
+
+CA_ANNOTATION = "training.kubeflow.org/progress-ca"
+"""A v1 job's pods carry the endpoint's CA in this annotation, and the downward API writes it
+into the projected volume: no object per job to create, own and keep in line (a TrainJob's
+pods mount upstream's ``<trainjob>-tls-config`` ConfigMap instead)."""
 
 PROGRESS = "progress"
 """The key of :attr:`Observed.extra` holding the :class:`ProgressEndpoint` (None: not served,
@@ -92,11 +98,10 @@ class ProgressEndpoint:
     ca_pem: str
 
 
-def ca_configmap_name(job_name: str, *, kind: str = "") -> str:
-    """Upstream's ``<trainjob>-tls-config``; a v1 job's names its kind too
-    (``<job>-pytorchjob-tls-config``): jobs of two kinds may share a name in a namespace, and
-    each kind's operator may have a CA of its own (the per-framework Deployments)."""
-    return f"{job_name}-{kind.lower()}-tls-config" if kind else f"{job_name}-tls-config"
+def ca_configmap_name(job_name: str) -> str:
+    """Upstream's ``<trainjob>-tls-config`` (a TrainJob's; the v1 kinds' pods carry the CA in
+    :data:`CA_ANNOTATION`)."""
+    return f"{job_name}-tls-config"
 
 
 MAX_BODY_BYTES = 1 << 16
@@ -269,8 +274,23 @@ def progress_mount() -> Obj:
     return {"name": TOKEN_VOLUME, "mountPath": MOUNT_PATH, "readOnly": True}
 
 
-def progress_volume(*, audience: str, configmap: str) -> Obj:
-    """The projected volume of the token (bound to the pod, for ``audience``) and the CA."""
+def progress_volume(*, audience: str, configmap: str | None) -> Obj:
+    """The projected volume of the token (bound to the pod, for ``audience``) and the CA: from
+    ``configmap``, or with None from the pod's :data:`CA_ANNOTATION` (the downward API)."""
+    ca: Obj = (
+        {"configMap": {"name": configmap, "items": [{"key": CA_CERT_KEY, "path": CA_CERT_KEY}]}}
+        if configmap is not None
+        else {
+            "downwardAPI": {
+                "items": [
+                    {
+                        "path": CA_CERT_KEY,
+                        "fieldRef": {"fieldPath": f"metadata.annotations['{CA_ANNOTATION}']"},
+                    }
+                ]
+            }
+        }
+    )
     return {
         "name": TOKEN_VOLUME,
         "projected": {
@@ -282,12 +302,7 @@ def progress_volume(*, audience: str, configmap: str) -> Obj:
                         "path": TOKEN_FILE,
                     }
                 },
-                {
-                    "configMap": {
-                        "name": configmap,
-                        "items": [{"key": CA_CERT_KEY, "path": CA_CERT_KEY}],
-                    }
-                },
+                ca,
             ]
         },
     }
@@ -307,33 +322,30 @@ def inject_pod_spec(
     pod_spec: Obj, *, target: ProgressTarget, namespace: str, name: str, base_url: str
 ) -> None:
     """Give every container of ``pod_spec`` the job's URL and the paths of the token and CA,
-    and the pod the projected volume holding both. ``serviceAccountName: default`` where the
-    template names none, as the ServiceAccount admission plugin would: the API server refuses
-    a projected token in a pod without one where that plugin is off, and everywhere else the
-    stored pod is the same."""
+    and the pod the projected volume holding both, the CA read from the pod's
+    :data:`CA_ANNOTATION`. ``serviceAccountName: default`` where the template names none, as
+    the ServiceAccount admission plugin would: the API server refuses a projected token in a
+    pod without one where that plugin is off, and everywhere else the stored pod is the same."""
     env = progress_env(base_url.rstrip("/") + target.path(namespace, name))
     for container in pod_spec.get("containers") or ():
         if not isinstance(container, dict):
             continue
         _upsert(container.setdefault("env", []), [dict(e) for e in env], "name")
         _upsert(container.setdefault("volumeMounts", []), [progress_mount()], "mountPath")
-    volume = progress_volume(
-        audience=target.audience(namespace, name),
-        configmap=ca_configmap_name(name, kind=target.kind),
-    )
+    volume = progress_volume(audience=target.audience(namespace, name), configmap=None)
     _upsert(pod_spec.setdefault("volumes", []), [volume], "name")
     if not pod_spec.get("serviceAccountName") and not pod_spec.get("serviceAccount"):
         pod_spec["serviceAccountName"] = "default"
 
 
-def ca_configmap(*, name: str, namespace: str, owner: Obj, ca_pem: str, kind: str = "") -> Obj:
-    """The ConfigMap of the endpoint's CA in the job's namespace (pods mount only their own
+def ca_configmap(*, name: str, namespace: str, owner: Obj, ca_pem: str) -> Obj:
+    """A TrainJob's ConfigMap of the endpoint's CA in its namespace (pods mount only their own
     namespace's), owned by the job (``owner``: its ownerReference)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
-            "name": ca_configmap_name(name, kind=kind),
+            "name": ca_configmap_name(name),
             "namespace": namespace,
             "labels": {JOB_NAME_LABEL: name},
             "ownerReferences": [owner],
@@ -366,17 +378,27 @@ def ca_configmap_action(want: Obj, observed: Observed) -> Action | None:
 
 
 def inject_planned(
-    actions: list[Action], *, target: ProgressTarget, namespace: str, name: str, base_url: str
+    actions: list[Action],
+    *,
+    target: ProgressTarget,
+    namespace: str,
+    name: str,
+    base_url: str,
+    ca_pem: str,
 ) -> None:
     """Give the pods a v1 job's plan creates, and the pods of the batch Jobs it creates (MPI's
-    launcher), what they need to report (:func:`inject_pod_spec`)."""
+    launcher), what they need to report (:func:`inject_pod_spec`), the CA in their
+    :data:`CA_ANNOTATION`."""
     for action in actions:
         if not isinstance(action, CreateObject):
             continue
-        spec: Any = action.body.get("spec")
+        pod: Any = action.body
         if action.kind == "Job":
-            spec = ((spec or {}).get("template") or {}).get("spec")
+            pod = (pod.get("spec") or {}).get("template") or {}
         elif action.kind != "Pod":
             continue
+        spec = pod.get("spec") if isinstance(pod, dict) else None
         if isinstance(spec, dict):
             inject_pod_spec(spec, target=target, namespace=namespace, name=name, base_url=base_url)
+            annotations = pod.setdefault("metadata", {}).setdefault("annotations", {})
+            annotations[CA_ANNOTATION] = ca_pem

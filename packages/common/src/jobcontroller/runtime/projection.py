@@ -47,6 +47,10 @@ _INTERN_MAX = 64
 #: Values unique to one object: interning them would only grow the interpreter's table.
 _UNIQUE: Final = frozenset({"uid", "resourceVersion", "message"})
 
+#: Annotations no controller reads, too large to keep on every pod: the progress endpoint's CA
+#: a v1 job's pods carry for the downward API (``core.progress.CA_ANNOTATION``).
+_UNREAD_ANNOTATIONS: Final = frozenset({"training.kubeflow.org/progress-ca"})
+
 #: metadata: ownerReferences stay whole (an adoption or a foreign-owner check reads them, and
 #: no field of theirs is large); managedFields and everything else go.
 _META: Final[Shape] = {
@@ -157,6 +161,11 @@ def project(obj: Mapping[str, Any], shape: Shape) -> Projected:
     kept = Projected((k, _project(obj[k], sub, k)) for k, sub in shape.items() if k in obj)
     meta = kept.get("metadata")
     if isinstance(meta, dict):
+        annotations = meta.get("annotations")
+        if isinstance(annotations, dict) and not _UNREAD_ANNOTATIONS.isdisjoint(annotations):
+            meta["annotations"] = {
+                k: v for k, v in annotations.items() if k not in _UNREAD_ANNOTATIONS
+            }
         kept["metadata"] = Projected(meta)
     return kept
 
