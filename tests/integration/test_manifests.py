@@ -263,7 +263,7 @@ def _expectations(operator: str, *, namespaced: bool, gang: bool) -> list[Access
         Access("create", "secrets"),
         Access("list", "secrets", allowed=operator == "mpi-operator"),
         Access("delete", "secrets", allowed=operator == "mpi-operator"),
-        Access("list", "configmaps"),
+        Access("list", "configmaps", allowed=operator == "mpi-operator"),
         Access("update", "configmaps", allowed=False),
         Access("create", "jobs", "batch", allowed=operator == "mpi-operator"),
         Access(

@@ -246,6 +246,7 @@ async def test_the_manifests_pass_a_server_side_dry_run_and_grant_what_the_tutor
         "Role",
         "RoleBinding",
         "Deployment",
+        "Service",
     ]
     by_kind = {o["kind"]: o for o in objects}
     assert by_kind["ClusterRole"]["rules"] == [
@@ -264,6 +265,16 @@ async def test_the_manifests_pass_a_server_side_dry_run_and_grant_what_the_tutor
         {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
         # Pods on lost nodes (--node-lost-grace-period, on by default) need the nodes.
         {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+        # Training progress (on by default): the reports' status patch, the reporting pods'
+        # token reviews and reads, and the endpoint's certificate Secret.
+        {"apiGroups": ["example.com"], "resources": ["toyjobs/status"], "verbs": ["patch"]},
+        {
+            "apiGroups": ["authentication.k8s.io"],
+            "resources": ["tokenreviews"],
+            "verbs": ["create"],
+        },
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create"]},
     ]
     [lease_rule] = by_kind["Role"]["rules"]
     assert lease_rule["resources"] == ["leases"]
@@ -274,6 +285,9 @@ async def test_the_manifests_pass_a_server_side_dry_run_and_grant_what_the_tutor
     assert container["image"] == IMAGE
     assert container["command"] == ["toy-operator", "run"]
     assert "--leader-elect" in container["args"]
+    # The progress endpoint's Service: the pods report to it by name.
+    [port] = by_kind["Service"]["spec"]["ports"]
+    assert port["port"] == 10443
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
 
     proc = kubectl(kubeconfig, "apply", "--server-side", "--dry-run=server", "-f", "-", stdin=out)

@@ -69,7 +69,7 @@ from jobcontroller.core.types import (
 from jobcontroller.crashguard import CrashGuard
 from jobcontroller.runtime.expectations import Expectations
 from jobcontroller.runtime.informer import Transform, compact_node, strip_managed_fields
-from jobcontroller.runtime.kube import CONFIGMAPS, NODES, PODS, SERVICES, Resource
+from jobcontroller.runtime.kube import NODES, PODS, SERVICES, Resource
 from jobcontroller.runtime.manager import Manager
 from jobcontroller.runtime.progressflags import ProgressSettings
 from jobcontroller.runtime.projection import project_pod, project_service
@@ -223,11 +223,8 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
 
     def enable_progress(self, settings: ProgressSettings) -> None:
         """Serve the kind's training progress (call before the controller is wired): the
-        endpoint gets its URL, the pods the env, token and CA ConfigMap to report to it."""
+        endpoint gets its URL, the pods the env, token and CA to report to it."""
         self.progress_settings = settings
-        if self.owns_pods and "ConfigMap" not in self._resources:
-            self._resources["ConfigMap"] = CONFIGMAPS
-            self.states.kinds = (*self.states.kinds, "ConfigMap")
 
     @property
     def progress_target(self) -> ProgressTarget:
@@ -241,17 +238,14 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
 
     def progress_rules(self) -> tuple[Obj, ...]:
         """The RBAC rules serving progress needs (none when it is not served): the status
-        patch, the token reviews and pod reads, and the certificate's Secret and the CA
-        ConfigMaps where the kind does not own such objects already."""
+        patch, the token reviews and pod reads, and the certificate's Secret where the kind
+        does not own Secrets already (a v1 job's pods carry the CA themselves: no ConfigMap)."""
         if self.progress_settings is None:
             return ()
         owned = self.owned_resources
         rules = progress_rules(self.model.GROUP, self.model.PLURAL)
         if "Secret" not in owned:
             rules += ({"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "create"]},)
-        if self.owns_pods and "ConfigMap" not in owned:
-            verbs = ["get", "list", "watch", "create", "patch", "delete"]
-            rules += ({"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs},)
         return rules
 
     def progress_ports(self) -> tuple[tuple[str, int], ...]:
