@@ -94,6 +94,7 @@ def install_crds(cp: ControlPlane, files: Iterable[Path]) -> list[str]:
     The modules' kustomizations add conversion webhooks; the test kit uses each kind's storage
     version only, so the API server needs none and the stanza is dropped."""
     names = []
+    served: list[tuple[str, str]] = []
     for path in files:
         crd = yamlfast.load(path.read_text())
         crd["spec"].pop("conversion", None)
@@ -103,6 +104,12 @@ def install_crds(cp: ControlPlane, files: Iterable[Path]) -> list[str]:
             if exc.code != 409:
                 raise RuntimeError(f"CRD {path.name}: {exc.code} {exc.read()!r}") from None
         names.append(crd["metadata"]["name"])
+        spec = crd["spec"]
+        served += [
+            (f"/apis/{spec['group']}/{v['name']}", spec["names"]["plural"])
+            for v in spec.get("versions") or ()
+            if v.get("served", True)
+        ]
     deadline = time.monotonic() + 60
     for name in names:
         while True:
@@ -113,7 +120,22 @@ def install_crds(cp: ControlPlane, files: Iterable[Path]) -> list[str]:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"CRD {name} not Established")
             time.sleep(0.1)
+    # Established is not yet discoverable: a controller that maps its kinds at start (Kueue's
+    # indexes) exits when discovery does not list them yet, which a loaded machine shows.
+    for group_version, plural in served:
+        while not _discovered(cp, group_version, plural):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{plural} not in the discovery of {group_version}")
+            time.sleep(0.1)
     return names
+
+
+def _discovered(cp: ControlPlane, group_version: str, plural: str) -> bool:
+    try:
+        listed = cp.request("GET", group_version).get("resources") or []
+    except urllib.error.HTTPError:
+        return False
+    return any(r.get("name") == plural for r in listed)
 
 
 def register_webhooks(
