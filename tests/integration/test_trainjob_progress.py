@@ -18,6 +18,7 @@ from typing import Any
 
 import aiohttp
 import pytest_asyncio
+from bound_tokens import SA, bound_token
 from trainer_fixtures import TRAINJOBS
 from trainjob_helpers import TIMEOUT, example, finishing, is_true, shipped_runtimes
 
@@ -34,7 +35,6 @@ from trainer_operator.progress import status_path, token_audience
 __all__ = ["shipped_runtimes"]  # a fixture this module's tests use
 
 Obj = dict[str, Any]
-SA = "trainer"
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -92,30 +92,6 @@ async def _pod_of(kube: KubeApi, namespace: str, trainjob: str) -> Obj:
             return pod
         await asyncio.sleep(0.2)
     raise AssertionError(f"no pod of TrainJob {trainjob}")
-
-
-async def _token(kube: KubeApi, namespace: str, pod: Obj, audience: str) -> str:
-    """A token bound to ``pod``, as the kubelet's projected volume holds it."""
-    meta = pod["metadata"]
-    review = await kube.request(
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{SA}/token",
-        body={
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {
-                "audiences": [audience],
-                "expirationSeconds": 3600,
-                "boundObjectRef": {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                },
-            },
-        },
-    )
-    return str(review["status"]["token"])
 
 
 def _env(tmp_path: Path, op: RunningController, namespace: str, name: str, token: str) -> Obj:
@@ -176,7 +152,7 @@ async def test_a_pod_reports_progress_and_the_trainjob_shows_it(
     server = _server(operator)
     assert server.cert is not None and ca["data"]["ca.crt"] == server.cert.ca_pem
 
-    token = await _token(kube, namespace, pods["reporting"], audience)
+    token = await bound_token(kube, namespace, pods["reporting"], audience)
     reporter = ProgressReporter(env=_env(tmp_path, operator, namespace, "reporting", token))
     # The helper blocks (it is for training scripts): off the loop the operator runs on.
     assert await asyncio.to_thread(
@@ -241,12 +217,14 @@ async def test_reports_not_from_the_trainjobs_pods_are_refused(
     code, body = await _post(operator, namespace, "alpha", good, None)
     assert (code, body["reason"]) == (401, "Unauthorized")
     # beta's pod with a token for alpha's audience: a valid token, but not alpha's pod.
-    beta_as_alpha = await _token(kube, namespace, pods["beta"], token_audience(namespace, "alpha"))
+    beta_as_alpha = await bound_token(
+        kube, namespace, pods["beta"], token_audience(namespace, "alpha")
+    )
     code, body = await _post(operator, namespace, "alpha", good, beta_as_alpha)
     assert (code, body["reason"]) == (403, "Forbidden"), body
     assert "is not a pod of TrainJob" in body["message"]
     # alpha's own token at beta's endpoint: the audience is alpha's.
-    alpha = await _token(kube, namespace, pods["alpha"], token_audience(namespace, "alpha"))
+    alpha = await bound_token(kube, namespace, pods["alpha"], token_audience(namespace, "alpha"))
     code, body = await _post(operator, namespace, "beta", good, alpha)
     assert code == 403, body
     # Oversized: refused before the token is even looked at, and with it.

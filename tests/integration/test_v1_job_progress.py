@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 import pytest_asyncio
+from bound_tokens import SA, bound_token
 
 from jobcontroller import MAX_BODY_BYTES, ProgressSettings, ProgressTarget
 from jobcontroller.controller.progressserver import ProgressServer
@@ -25,7 +26,6 @@ from kfjob.progress_report import ProgressReporter
 from pytorch_operator.controller import PyTorchJobController
 
 Obj = dict[str, Any]
-SA = "trainer"
 TIMEOUT = 60.0
 PYTORCHJOBS = Resource("kubeflow.org", "v1", "PyTorchJob", "pytorchjobs")
 TARGET = ProgressTarget(group="kubeflow.org", version="v1", plural="pytorchjobs", kind="PyTorchJob")
@@ -104,30 +104,6 @@ async def _setup(kube: KubeApi, namespace: str, *names: str) -> dict[str, Obj]:
     return pods
 
 
-async def _token(kube: KubeApi, namespace: str, pod: Obj, audience: str) -> str:
-    """A token bound to ``pod``, as the kubelet's projected volume holds it."""
-    meta = pod["metadata"]
-    review = await kube.request(
-        "POST",
-        f"/api/v1/namespaces/{namespace}/serviceaccounts/{SA}/token",
-        body={
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {
-                "audiences": [audience],
-                "expirationSeconds": 3600,
-                "boundObjectRef": {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                },
-            },
-        },
-    )
-    return str(review["status"]["token"])
-
-
 async def _post(
     op: RunningController, namespace: str, name: str, body: bytes, token: str | None
 ) -> tuple[int, Obj]:
@@ -177,7 +153,7 @@ async def test_a_pytorchjob_pod_reports_progress_and_the_job_shows_it(
     assert not [c for c in configmaps if c["metadata"]["name"].endswith("tls-config")]
 
     # kfjob's helper, unchanged, with what the kubelet would mount (the URL at this host).
-    token = await _token(kube, namespace, pod, audience)
+    token = await bound_token(kube, namespace, pod, audience)
     (tmp_path / "ca.crt").write_text(server.cert.ca_pem)
     (tmp_path / "token").write_text(token)
     reporter = ProgressReporter(
@@ -240,16 +216,18 @@ async def test_reports_not_from_the_jobs_own_pods_are_refused(
     code, body = await _post(operator, namespace, "alpha", good, None)
     assert (code, body["reason"]) == (401, "Unauthorized")
     # beta's pod with a token for alpha's audience: a valid token, but not alpha's pod.
-    beta_as_alpha = await _token(kube, namespace, pods["beta"], TARGET.audience(namespace, "alpha"))
+    beta_as_alpha = await bound_token(
+        kube, namespace, pods["beta"], TARGET.audience(namespace, "alpha")
+    )
     code, body = await _post(operator, namespace, "alpha", good, beta_as_alpha)
     assert (code, body["reason"]) == (403, "Forbidden"), body
     assert "is not a pod of PyTorchJob" in body["message"]
     # alpha's own token at beta's endpoint: the audience is alpha's.
-    alpha = await _token(kube, namespace, pods["alpha"], TARGET.audience(namespace, "alpha"))
+    alpha = await bound_token(kube, namespace, pods["alpha"], TARGET.audience(namespace, "alpha"))
     code, body = await _post(operator, namespace, "beta", good, alpha)
     assert code == 403, body
     # A token minted for a TrainJob of the same name is not a PyTorchJob's.
-    as_trainjob = await _token(
+    as_trainjob = await bound_token(
         kube, namespace, pods["alpha"], TRAINJOB_AUDIENCE.format(ns=namespace, name="alpha")
     )
     code, body = await _post(operator, namespace, "alpha", good, as_trainjob)
