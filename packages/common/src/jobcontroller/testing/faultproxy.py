@@ -14,7 +14,8 @@ With probability ``rate`` a request meets one fault, chosen uniformly by a seede
   nothing);
 * ``429``, ``500``, ``503``: an error Status is answered in the server's place (429 and 503 with
   ``Retry-After: 1``);
-* ``stall``: the request waits a few seconds before it is forwarded.
+* ``stall``: the request waits a few seconds before it is forwarded, unless its client has
+  closed the connection meanwhile (then it is dropped, as a reverse proxy does).
 
 And once per proxy (``silent_watches``), a watch is left silent: the stream stays open and
 nothing is relayed, for ``silent_seconds``, after which the connection is dropped. Once per proxy
@@ -133,8 +134,11 @@ class FaultProxy:
         if fault in _REASONS:
             await self._answer(writer, int(fault))
             return
-        if fault == "stall":
-            await asyncio.sleep(self.stall_seconds)
+        if fault == "stall" and await self._client_leaves(reader):
+            # As a reverse proxy does (nginx, Envoy), a request whose client went away while it
+            # waited is not forwarded: the client gave up on it and may already have acted on
+            # that (a replica releasing its Lease after abandoning an Event's write).
+            return
         upstream_reader, upstream_writer = await asyncio.open_connection(
             self.upstream_host,
             self.upstream_port,
@@ -159,6 +163,19 @@ class FaultProxy:
                 await writer.drain()
         finally:
             upstream_writer.transport.abort()
+
+    async def _client_leaves(self, reader: asyncio.StreamReader) -> bool:
+        """Wait out the stall; True if the client closed its connection meanwhile. It sends
+        nothing more on this connection before its answer (no pipelining), so any end of the
+        read (EOF, a reset) means it left."""
+        try:
+            async with asyncio.timeout(self.stall_seconds):
+                await reader.read(1)
+        except TimeoutError:
+            return False
+        except (OSError, ssl.SSLError):
+            pass
+        return True
 
     def _choose(self, *, watch: bool) -> str | None:
         if watch and self.silent_watches > 0 and self._rng.random() < self.rate:
