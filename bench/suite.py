@@ -40,6 +40,7 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import re
 import resource
 import signal
 import statistics
@@ -557,7 +558,11 @@ def events_summary(items: list[Obj], log: Path | None, kind: str, jobs: int) -> 
     lost = 0
     if log is not None and log.exists():
         for line in log.read_text(errors="replace").splitlines():
-            if "event buffer full" in line or "failed to write event" in line:
+            if "event buffer full" in line:
+                # One line per period, with the drops since the last (dropped=N).
+                counted = re.search(r'"?dropped"?[=:] ?(\d+)', line)
+                lost += int(counted.group(1)) if counted else 1
+            elif "failed to write event" in line:
                 lost += 1
     return {
         "stored": sum(by_reason.values()),

@@ -18,9 +18,14 @@ what ``kubectl describe`` users are used to:
    continues while dropped, so the next Event that passes carries the true count.
 
 The sender keeps one pending write per Event name (a newer count replaces an unsent older
-one), in arrival order, bounded at ``max_pending``; when full, new Events are dropped with a
-log line. Event names are ``<object name>.<hex nanoseconds>`` like client-go's, chosen at
-record time so a PATCH can follow a CREATE that has not been sent yet.
+one), in arrival order, bounded at ``max_pending``; when full, new Events are dropped (an
+older ordinary Event makes room for a job's end or restart). Drops are counted
+(``jobcontroller_events_total{outcome="dropped"}``) and logged at most once per
+``DROP_LOG_SECONDS`` with the number since the last line: a burst of thousands of jobs sheds
+thousands of Events, and a warning line for each would bury the log.
+
+Event names are ``<object name>.<hex nanoseconds>`` like client-go's, chosen at record time so
+a PATCH can follow a CREATE that has not been sent yet.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 import structlog
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from jobcontroller.runtime.clock import Clock, monotonic
 from jobcontroller.runtime.kube import EVENTS, ApiError, Resource
@@ -55,6 +61,8 @@ log = structlog.get_logger(__name__)
 EventType = Literal["Normal", "Warning"]
 
 COMBINED_PREFIX = "(combined from similar events): "
+#: At most one "event buffer full" warning per this many seconds, with the drops since the last.
+DROP_LOG_SECONDS = 30.0
 #: events.k8s.io/v1 caps notes at 1 kB; core/v1 does not, but etcd pays for every byte.
 MAX_MESSAGE = 1024
 
@@ -272,8 +280,9 @@ class _Pending:
 class EventRecorder:
     """Records Events for ``component``; see the module docstring.
 
-    ``metrics`` is accepted for the common component signature; Event writes are already
-    counted by the API client's request metrics.
+    With ``metrics``, each scrape reads :meth:`statistics` into
+    ``jobcontroller_events_total{outcome}`` (created, patched, filtered, dropped, failed):
+    nothing is counted per Event beyond the integers the recorder keeps anyway.
     """
 
     def __init__(
@@ -308,6 +317,11 @@ class EventRecorder:
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self._created = self._patched = self._filtered = self._dropped = self._failed = 0
+        #: Buffer-full drops not yet logged, and when the last such line was written.
+        self._unlogged_drops = 0
+        self._drop_logged_at: float | None = None
+        if metrics is not None:
+            metrics.on_scrape(self._families)
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -379,12 +393,11 @@ class EventRecorder:
         pending = self._pending.get(key)
         if pending is None and len(self._pending) >= self._max_pending:
             evicted = self._evict_for(reason)
-            if evicted is None:
-                self._dropped += 1
-                log.warning("event buffer full; event dropped", reason=reason, object=ref["name"])
-                return
             self._dropped += 1
-            log.warning("event buffer full; an older event dropped", reason=evicted[0])
+            if evicted is None:
+                self._log_drop(reason=reason, event=observed.name)
+                return
+            self._log_drop(reason=evicted[0], event=evicted[1])
         body = self._body(
             ref,
             observed,
@@ -398,6 +411,42 @@ class EventRecorder:
         self._idle.clear()
         self._wakeup.set()
         self._ensure_started()
+
+    def _log_drop(self, *, reason: str, event: str) -> None:
+        """One warning for the first drop, then at most one per ``DROP_LOG_SECONDS`` carrying
+        how many were dropped since the line before (this one included)."""
+        self._unlogged_drops += 1
+        now = self._clock()
+        if self._drop_logged_at is not None and now - self._drop_logged_at < DROP_LOG_SECONDS:
+            return
+        log.warning(
+            "event buffer full; events dropped",
+            dropped=self._unlogged_drops,
+            dropped_total=self._dropped,
+            last_reason=reason,
+            last_event=event,
+            max_pending=self._max_pending,
+        )
+        self._unlogged_drops = 0
+        self._drop_logged_at = now
+
+    def _families(self) -> list[Metric]:
+        family = CounterMetricFamily(
+            "jobcontroller_events",
+            "Events by what became of them: created, patched (a repeat counted), filtered (the "
+            "per-object spam filter), dropped (buffer full, closing, or no longer leading), "
+            "failed (refused by the API server or lost in transit)",
+            labels=["outcome"],
+        )
+        for outcome, value in (
+            ("created", self._created),
+            ("patched", self._patched),
+            ("filtered", self._filtered),
+            ("dropped", self._dropped),
+            ("failed", self._failed),
+        ):
+            family.add_metric([outcome], value)
+        return [family]
 
     def _body(
         self,
