@@ -546,4 +546,5 @@ class Informer:
 
     def _set_gauge(self) -> None:
         if self._metrics is not None:
-            self._metrics.informer_objects.labels(self.name).set(len(self.store))
+            m = self._metrics
+            m.child(m.informer_objects, self.name).set(len(self.store))

@@ -499,10 +499,10 @@ class KubeApi:
                 async with resp:
                     data = await resp.read()
                     status, headers, reason = resp.status, resp.headers, resp.reason or ""
-                if self._metrics is not None:
-                    self._metrics.api_request_duration.labels(
-                        method, path_resource_label(path)
-                    ).observe(time.monotonic() - started)
+                if (m := self._metrics) is not None:
+                    m.child(m.api_request_duration, method, path_resource_label(path)).observe(
+                        time.monotonic() - started
+                    )
             except (aiohttp.ClientError, TimeoutError) as exc:
                 if attempt >= self.settings.max_attempts or not should_retry_exception(
                     method=method, exc=exc
@@ -596,10 +596,13 @@ class KubeApi:
             code = str(resp.status)
             return resp
         finally:
-            if self._metrics is not None:
-                self._metrics.api_requests.labels(verb, path_resource_label(path), code).inc()
-                self._metrics.rest_client_requests.labels(
-                    "<error>" if code == "error" else code, method, self._host_label
+            if (m := self._metrics) is not None:
+                m.child(m.api_requests, verb, path_resource_label(path), code).inc()
+                m.child(
+                    m.rest_client_requests,
+                    "<error>" if code == "error" else code,
+                    method,
+                    self._host_label,
                 ).inc()
 
 

@@ -484,13 +484,14 @@ class Manager:
                     result = "requeue_after"
                     queue.forget(key)
                     queue.add_after(key, after)
-            if self.metrics is not None:
-                self.metrics.reconcile_time.labels(controller.name).observe(loop.time() - started)
-                self.metrics.reconcile_total.labels(controller.name, result).inc()
+            if (m := self.metrics) is not None:
+                ctl = controller.name
+                m.child(m.reconcile_time, ctl).observe(loop.time() - started)
+                m.child(m.reconcile_total, ctl, result).inc()
                 if result == "error":
-                    self.metrics.reconcile_errors.labels(controller.name).inc()
+                    m.child(m.reconcile_errors, ctl).inc()
                     if panicked:
-                        self.metrics.reconcile_panics.labels(controller.name).inc()
+                        m.child(m.reconcile_panics, ctl).inc()
 
     @staticmethod
     def _log_failure(exc: Exception, *, retries: int) -> None:

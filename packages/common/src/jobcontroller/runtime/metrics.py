@@ -26,6 +26,7 @@ durations users wait for (to the first pod, to Running, to the end).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -38,6 +39,7 @@ from prometheus_client import (
     disable_created_metrics,
 )
 from prometheus_client.core import Metric
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 from typing_extensions import override
 
@@ -59,6 +61,7 @@ _JOB_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400,
 RECONCILE_RESULTS = ("success", "error", "requeue", "requeue_after")
 
 ScrapeCallback = Callable[[], Iterable[Metric]]
+_M = TypeVar("_M", bound=MetricWrapperBase)
 
 
 class _OnScrape(Collector):
@@ -90,6 +93,7 @@ class Metrics:
             for collector in (PROCESS_COLLECTOR, PLATFORM_COLLECTOR, GC_COLLECTOR):
                 r.register(collector)
         self._on_scrape = _OnScrape()
+        self._children: dict[tuple[MetricWrapperBase, tuple[str, ...]], MetricWrapperBase] = {}
         r.register(self._on_scrape)
 
         # Job lifecycle, as kubeflow/training-operator names them.
@@ -265,6 +269,18 @@ class Metrics:
             ("name",),
             registry=r,
         )
+
+    def child(self, family: _M, *values: str) -> _M:
+        """``family.labels(*values)``, looked up once per label set: ``labels()`` checks and
+        locks on every call (3 to 9 µs measured here, three times per API request), a hit
+        here is a dict lookup. Only for label values from finite sets (verbs, resources,
+        codes, controller and informer names): the cache keeps every set it saw. Families
+        whose children are ever removed must not be read through it."""
+        key = (family, values)
+        found = self._children.get(key)
+        if found is None:
+            found = self._children[key] = family.labels(*values)
+        return found  # type: ignore[return-value]  # labels() returns the family's own type
 
     def on_scrape(self, callback: ScrapeCallback) -> None:
         """Have ``callback`` compute some families at each scrape."""
