@@ -1,6 +1,8 @@
 """``scale-50k``: 10,000 PyTorchJobs of 5 pods (50,000 pods Running on kwok) against one operator.
 
-Opt-in and long (``make bench BENCH=scale-50k``; ``BENCH_SCALE_JOBS=500`` for a small run).
+Opt-in and long (``make bench BENCH=scale-50k``; ``BENCH_SCALE_JOBS=500`` for a small run;
+``BENCH_SCALE_CONTENDERS=go`` or ``ours`` to measure one, keeping the other's figures of the
+same size from the results file).
 Per contender (ours, the Go training-operator v1.9.4), on a fresh cluster of its own:
 
 - The kind: PyTorchJob, 1 Master + 4 Workers, the kind both operators serve and the one most
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import time
@@ -83,19 +86,44 @@ def pytorchjob(name: str, node: str) -> Obj:
 
 
 def contenders() -> list[str]:
+    """``BENCH_SCALE_CONTENDERS`` (``ours,go`` by default) names whom to run: a full run takes
+    most of an hour, so the two may be measured in separate sittings (``BENCH_GO=0`` still
+    leaves Go out)."""
+    named = os.environ.get("BENCH_SCALE_CONTENDERS", "ours,go").split(",")
     go = os.environ.get("BENCH_GO", "1") != "0" and suite.GO_TRAINING.exists()
-    return ["ours", "go"] if go else ["ours"]
+    return [w for w in ("ours", "go") if w in named and (w != "go" or go)]
 
 
 async def scenario(base: Path, jobs: int) -> list[Outcome]:
     out = []
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for who in contenders():
         print(f"  scale-50k: {who}, {jobs} jobs ...", flush=True)
         out.append(await _one(who, base / who, jobs))
+        out[-1].extra["measured_at"] = now
         # Printed at once: a run cut short still leaves the contenders it finished.
         shown = {k: v for k, v in out[-1].extra.items() if k not in ("rss_samples", "job_timeline")}
         print(f"  {who}: {json.dumps(_headline(out[-1]) | shown)}", flush=True)
-    return out
+    return out + _kept(jobs, ran={o.contender for o in out})
+
+
+def _kept(jobs: int, *, ran: set[str]) -> list[Outcome]:
+    """The contenders not run this time, from the results file when it measured the same
+    number of jobs: each keeps its ``measured_at``, so the file says which sitting it is."""
+    path = suite.RESULTS / "scale-50k.json"
+    if not path.exists():
+        return []
+    doc = json.loads(path.read_text())
+    if (doc.get("setup") or {}).get("jobs") != jobs:
+        return []
+    fields = {f.name for f in dataclasses.fields(Outcome)}
+    kept = []
+    for o in doc.get("outcomes") or []:
+        if o.get("contender") not in ran:
+            outcome = Outcome(**{k: v for k, v in o.items() if k in fields})
+            outcome.extra.setdefault("measured_at", doc.get("when"))
+            kept.append(outcome)
+    return kept
 
 
 def _headline(o: Outcome) -> Obj:
