@@ -9,8 +9,8 @@ and stores it in a :class:`~jobcontroller.runtime.store.Store` with the pod cach
 
 - ``tracemalloc``: bytes allocated and still held after building all of them (the store's
   share included), divided by the number of objects;
-- a deep ``sys.getsizeof`` walk of one projected object (what it holds alone, strings shared
-  with other objects counted in full, so an upper bound);
+- a deep ``sys.getsizeof`` walk of what one projected object holds alone (not the parts it
+  shares with other cached objects, nor interned strings);
 - the store's own share (keys and index entries).
 
 Timestamps advance one second every 50 pods, as when an operator creates pods at ~50/s.
@@ -31,7 +31,13 @@ from typing import Any
 
 from jobcontroller.controller.nodes import NODE_NAME_INDEX, pod_node_name
 from jobcontroller.runtime import codec
-from jobcontroller.runtime.projection import project_pod, project_service
+from jobcontroller.runtime.projection import (
+    SharedDict,
+    SharedList,
+    project_pod,
+    project_service,
+    shared_parts,
+)
 from jobcontroller.runtime.store import Store
 
 Obj = dict[str, Any]
@@ -44,11 +50,11 @@ def _stamp(i: int) -> str:
     return f"2026-11-26T19:{29 + second // 60 % 30:02d}:{second % 60:02d}Z"
 
 
-def _labels(job: str, rtype: str) -> dict[str, str]:
+def _labels(job: str, rtype: str, index: int) -> dict[str, str]:
     labels = {
         "training.kubeflow.org/job-name": job,
         "training.kubeflow.org/operator-name": "pytorchjob-controller",
-        "training.kubeflow.org/replica-index": "0",
+        "training.kubeflow.org/replica-index": str(index),
         "training.kubeflow.org/replica-type": rtype,
     }
     if rtype == "master":
@@ -56,10 +62,10 @@ def _labels(job: str, rtype: str) -> dict[str, str]:
     return labels
 
 
-def _meta(job: str, job_uid: str, name: str, rtype: str, n: int) -> Obj:
+def _meta(job: str, job_uid: str, name: str, rtype: str, index: int, n: int) -> Obj:
     return {
         "creationTimestamp": _stamp(n),
-        "labels": _labels(job, rtype),
+        "labels": _labels(job, rtype, index),
         "name": name,
         "namespace": "bench",
         "ownerReferences": [
@@ -156,7 +162,7 @@ def running_pod(job: str, job_uid: str, rtype: str, index: int, n: int) -> Obj:
         "startTime": stamp,
     }
     if rtype == "worker":
-        script = "while ! nc -z -w 2 \"$MASTER_ADDR\" \"$MASTER_PORT\"; do sleep 2; done\n" * 8
+        script = 'while ! nc -z -w 2 "$MASTER_ADDR" "$MASTER_PORT"; do sleep 2; done\n' * 8
         spec["initContainers"] = [
             {
                 "command": ["sh", "-c", script],
@@ -195,17 +201,16 @@ def running_pod(job: str, job_uid: str, rtype: str, index: int, n: int) -> Obj:
             }
         ]
         status["qosClass"] = "Burstable"
-    meta = _meta(job, job_uid, name, rtype, n)
+    meta = _meta(job, job_uid, name, rtype, index, n)
     meta["generation"] = 1
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec, "status": status}
 
 
 def headless_service(job: str, job_uid: str, rtype: str, index: int, n: int) -> Obj:
     name = f"{job}-{rtype}-{index}"
-    selector = _labels(job, rtype)
+    selector = _labels(job, rtype, index)
     selector.pop("training.kubeflow.org/job-role", None)
-    selector["training.kubeflow.org/replica-index"] = str(index)
-    meta = _meta(job, job_uid, name, rtype, n)
+    meta = _meta(job, job_uid, name, rtype, index, n)
     meta["labels"] = dict(selector)
     return {
         "apiVersion": "v1",
@@ -240,18 +245,27 @@ def wire(jobs: int, make: Callable[[str, str, str, int, int], Obj]) -> list[byte
     return out
 
 
-def deep_size(value: Any, seen: set[int] | None = None) -> int:
-    """Bytes of ``value`` and everything it refers to, each object once."""
+def deep_size(value: Any, seen: set[int] | None = None, *, own: bool = False) -> int:
+    """Bytes of ``value`` and everything it refers to, each object once; ``own``: not the
+    parts shared with other cached objects (nor interned strings)."""
     seen = set() if seen is None else seen
     if id(value) in seen:
+        return 0
+    if own and (isinstance(value, SharedDict | SharedList) or _interned(value)):
         return 0
     seen.add(id(value))
     size = sys.getsizeof(value)
     if isinstance(value, dict):
-        size += sum(deep_size(k, seen) + deep_size(v, seen) for k, v in value.items())
+        size += sum(
+            deep_size(k, seen, own=own) + deep_size(v, seen, own=own) for k, v in value.items()
+        )
     elif isinstance(value, list | tuple | set | frozenset):
-        size += sum(deep_size(v, seen) for v in value)
+        size += sum(deep_size(v, seen, own=own) for v in value)
     return size
+
+
+def _interned(value: Any) -> bool:
+    return isinstance(value, str) and sys.intern(value) is value
 
 
 def fill(lines: list[bytes], transform: Callable[[Obj], Obj], *, pods: bool) -> tuple[Store, int]:
@@ -273,7 +287,7 @@ def store_share(store: Store) -> int:
     """Keys and index entries: the store minus the objects."""
     objects = {id(o) for o in store.list()}
     seen: set[int] = set(objects)
-    return deep_size(store._items, seen) + deep_size(store._indexes, seen)  # noqa: SLF001
+    return deep_size(store._items, seen) + deep_size(store._indexes, seen)
 
 
 def main() -> None:
@@ -298,11 +312,11 @@ def main() -> None:
                 "objects": len(store),
                 "wire_bytes": round(sum(map(len, lines)) / len(lines)),
                 "held_per_object": round(held / len(store)),
-                "deep_size_one": deep_size(sample),
+                "own_bytes_one": deep_size(sample, own=True),
                 "store_share_per_object": round(store_share(store) / len(store)),
             }
         )
-    print(json.dumps(rows, indent=1))
+    print(json.dumps({"objects": rows, "shared_parts": shared_parts()}, indent=1))
 
 
 if __name__ == "__main__":
