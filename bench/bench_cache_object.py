@@ -11,9 +11,11 @@ and stores it in a :class:`~jobcontroller.runtime.store.Store` with the pod cach
   share included), divided by the number of objects;
 - a deep ``sys.getsizeof`` walk of what one projected object holds alone (not the parts it
   shares with other cached objects, nor interned strings);
-- the store's own share (keys and index entries).
+- the store's own share (keys and index entries);
+- the peak of a relist of the pods: one LIST answer decoded whole, against pages of 500.
 
-Timestamps advance one second every 50 pods, as when an operator creates pods at ~50/s.
+Timestamps advance one second every 50 pods, as when an operator creates pods at ~50/s
+(``--per-second 1``: every pod's stamps its own, the least sharing).
 
 Usage: ``uv run python bench/bench_cache_object.py [--jobs 1000]``
 """
@@ -21,6 +23,7 @@ Usage: ``uv run python bench/bench_cache_object.py [--jobs 1000]``
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import gc
 import json
 import sys
@@ -45,9 +48,13 @@ PER_JOB = 5
 NODES = 50
 
 
+START = dt.datetime(2026, 11, 26, 19, 29, tzinfo=dt.UTC)
+#: Pods created (and started) per second: pods stamped the same second share more parts.
+PER_SECOND = [50]
+
+
 def _stamp(i: int) -> str:
-    second = i // 50
-    return f"2026-11-26T19:{29 + second // 60 % 30:02d}:{second % 60:02d}Z"
+    return (START + dt.timedelta(seconds=i // PER_SECOND[0])).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _labels(job: str, rtype: str, index: int) -> dict[str, str]:
@@ -290,11 +297,36 @@ def store_share(store: Store) -> int:
     return deep_size(store._items, seen) + deep_size(store._indexes, seen)
 
 
+def relist_peak(lines: list[bytes], page: int) -> tuple[int, int]:
+    """Peak and held bytes of listing ``lines`` as the informer does: LIST answers of ``page``
+    items (0: one answer), each decoded whole, its items projected one by one. The bodies
+    are built beforehand and not counted; the stores' indexes are left out."""
+    size = page or len(lines)
+    bodies = [
+        b'{"kind":"PodList","metadata":{},"items":[' + b",".join(lines[i : i + size]) + b"]}"
+        for i in range(0, len(lines), size)
+    ]
+    gc.collect()
+    tracemalloc.start()
+    kept = []
+    for body in bodies:
+        answer = codec.loads(body)
+        for item in answer.pop("items"):
+            kept.append(project_pod(item))
+        del answer
+    gc.collect()
+    held, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak, held
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--per-second", type=int, default=50, help="pods created per second")
     parser.add_argument("--show", action="store_true", help="print one projected pod")
     args = parser.parse_args()
+    PER_SECOND[0] = args.per_second
     rows = []
     for kind, make, transform in (
         ("pod", running_pod, project_pod),
@@ -316,7 +348,17 @@ def main() -> None:
                 "store_share_per_object": round(store_share(store) / len(store)),
             }
         )
+    pods = wire(args.jobs, running_pod)
+    relist = {}
+    for page in (0, 500):
+        peak, held = relist_peak(pods, page)
+        relist[f"page {page or 'none'}"] = {
+            "peak_mb": round(peak / 1e6, 1),
+            "held_mb": round(held / 1e6, 1),
+            "peak_over_held_mb": round((peak - held) / 1e6, 1),
+        }
     print(json.dumps({"objects": rows, "shared_parts": shared_parts()}, indent=1))
+    print(json.dumps({f"relist of {len(pods)} pods": relist}, indent=1))
 
 
 if __name__ == "__main__":

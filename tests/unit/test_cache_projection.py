@@ -405,3 +405,23 @@ def test_the_shared_parts_are_bounded_by_what_the_caches_hold() -> None:
         project_pod(_pod(f"gone{i}", f"gone-job-{i}"))  # listed, then dropped at once
     assert shared_parts() < 10_000
     assert held[0]["metadata"]["ownerReferences"][0]["uid"] == "job-0"
+
+
+def test_whole_cached_objects_hold_short_strings_once() -> None:
+    """The caches that keep whole objects (jobs) intern their short strings on arrival,
+    except values unique to one object."""
+    from jobcontroller.runtime.informer import strip_managed_fields
+
+    def job(uid: str) -> dict[str, Any]:
+        spec = {"containers": [{"name": "c", "image": "".join(["reg/", "img:1"])}]}
+        return {
+            "metadata": {"name": "j", "uid": uid, "managedFields": [{}]},
+            "spec": {"template": {"spec": spec}},
+        }
+
+    a = strip_managed_fields(job("".join(["u", "1"])))
+    b = strip_managed_fields(job("".join(["u", "1"])))
+    image = lambda o: o["spec"]["template"]["spec"]["containers"][0]["image"]  # noqa: E731
+    assert image(a) is image(b) and image(a) == "reg/img:1"
+    assert a["metadata"]["uid"] is not b["metadata"]["uid"]
+    assert "managedFields" not in a["metadata"]

@@ -37,6 +37,7 @@ __all__ = [
     "SharedList",
     "SharedObjectWrite",
     "guarded",
+    "intern_strings",
     "project",
     "project_pod",
     "project_service",
@@ -305,6 +306,26 @@ def _project_meta(meta: dict[str, Any], shape: Shape) -> dict[str, Any]:
         annotations = {k: v for k, v in annotations.items() if k not in _UNREAD_ANNOTATIONS}
         meta = {**meta, "annotations": annotations}
     return {k: _project(meta[k], sub, k) for k, sub in shape.items() if k in meta}
+
+
+def intern_strings(value: Any, *, key: str = "") -> None:
+    """Replace, in place, the short strings of a decoded mapping or list by their interned
+    copies (those unique to one object excepted), as :func:`project` does for the objects it
+    builds; for caches that keep whole objects."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, str):
+                if len(v) <= _INTERN_MAX and k not in _UNIQUE:
+                    value[k] = sys.intern(v)
+            elif isinstance(v, dict | list):
+                intern_strings(v, key=k)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            if isinstance(v, str):
+                if len(v) <= _INTERN_MAX and key not in _UNIQUE:
+                    value[i] = sys.intern(v)
+            elif isinstance(v, dict | list):
+                intern_strings(v, key=key)
 
 
 def shared_parts() -> int:
