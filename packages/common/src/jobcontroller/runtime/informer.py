@@ -8,8 +8,8 @@ from the last seen resourceVersion (bookmarks included) whenever the stream ends
   transformed as it is decoded, so memory is bounded by a page, not by the cluster (a
   resourceVersion ``"0"`` list would be served whole: the watch cache ignores ``limit`` for
   it). The first LIST is a consistent read (resourceVersion ``""``); later relists ask for
-  nothing older than the last seen version (``resourceVersionMatch=NotOlderThan``). From
-  Kubernetes 1.34 the watch cache serves both, pages included, from its snapshots; older
+  nothing older than the last seen version (``resourceVersionMatch=NotOlderThan``). The
+  snapshottable watch cache (beta from Kubernetes 1.34) serves both, pages included; older
   servers read paged lists from etcd. When a LIST answers 410 Gone (a continue token or a
   version compacted away) or "too large resource version" (a freshly restarted server whose
   cache is behind), the next one is a consistent read again. The list's resourceVersion,
