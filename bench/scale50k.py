@@ -2,7 +2,8 @@
 
 Opt-in and long (``make bench BENCH=scale-50k``; ``BENCH_SCALE_JOBS=500`` for a small run;
 ``BENCH_SCALE_CONTENDERS=go`` or ``ours`` to measure one, keeping the other's figures of the
-same size from the results file).
+same size from the results file; ``BENCH_SCALE_RESTART=1`` starts ours again once every pod
+runs, to measure a full relist).
 Per contender (ours, the Go training-operator v1.9.4), on a fresh cluster of its own:
 
 - The kind: PyTorchJob, 1 Master + 4 Workers, the kind both operators serve and the one most
@@ -167,6 +168,7 @@ async def _one(who: str, workdir: Path, jobs: int) -> Outcome:
             finally:
                 sampler.cancel()
                 proc.stop()
+            restart = await _restart(cluster) if who == "ours" and restart_wanted() else {}
         await suite._wait_audit(cluster)
         audit = _audit(cluster.audit_log, MEASURED[who])
     latencies, missing = st.running_latencies(items)
@@ -195,12 +197,43 @@ async def _one(who: str, workdir: Path, jobs: int) -> Outcome:
             "latency_p99": st.percentile(latencies, 99),
             "latency_max": max(latencies) if latencies else None,
             "jobs_not_running": missing,
+            **restart,
             # Per job, seconds from the first create to its creation and to its Running: shows
             # whether Running comes job by job or in waves behind the queue.
             "job_timeline": _job_timeline(items, t0),
             "rss_samples": [(round(t, 1), round(m, 1)) for t, m in samples],
         },
     )
+
+
+def restart_wanted() -> bool:
+    return os.environ.get("BENCH_SCALE_RESTART", "0") != "0"
+
+
+async def _restart(cluster: Cluster) -> Obj:
+    """Ours started again once every object exists: its first LIST brings all of them at once
+    (the relist at start or after a 410). Peak RSS (``VmHWM``) and RSS once RSS has not
+    grown for 20 s (at least 60 s after ready: the old leader's Lease may have to expire)."""
+    print("    restarting ours on the full cluster ...", flush=True)
+    proc = await suite.start_ours(cluster, QPS, BURST, f"--workers={THREADS}")
+    try:
+        idle = proc.stats()[0]
+        start = last_growth = time.monotonic()
+        top = idle
+        while time.monotonic() - start < 60 or time.monotonic() - last_growth < 20:
+            await asyncio.sleep(2)
+            now = proc.stats()[0]
+            if now > top + 1.0:
+                top, last_growth = now, time.monotonic()
+        rss, peak, cpu = proc.stats()
+    finally:
+        proc.stop()
+    return {
+        "restart_idle_rss_mb": round(idle, 1),
+        "restart_rss_mb": round(rss, 1),
+        "restart_peak_rss_mb": round(peak, 1),
+        "restart_cpu_seconds": round(cpu - proc.cpu_at_ready, 1),
+    }
 
 
 def _job_timeline(items: list[Obj], t0: float) -> list[tuple[float, float | None]]:

@@ -1,10 +1,12 @@
-"""The pod and service caches' projections keep every field the controllers read.
+"""The pod and service caches' projections keep every field the controllers read, and no
+controller writes into a cached object.
 
 Each example job (examples/, the seeds) is walked through its pods' lives (pending, running,
-a container killed and restarting, a pod failed, all succeeded) twice at each step: once
+a container killed and restarting, a pod failed, all succeeded) three times at each step: once
 planned from whole objects, as the API server sends them, and once from the same objects
-projected as the caches keep them and guarded, so that looking up a dropped field raises. The
-two plans must be the same. A reader that starts to use a field the projection drops fails
+projected and guarded, so that looking up a dropped field raises, and once from the objects as
+the caches store them (read-only: their parts are shared between objects). The plans must be
+the same. A reader that starts to use a field the projection drops fails
 here; the field then belongs in runtime/projection.py's shape.
 """
 
@@ -28,7 +30,9 @@ from jobcontroller.runtime.projection import (
     SERVICE_SHAPE,
     DroppedFieldRead,
     Projected,
+    SharedObjectWrite,
     guarded,
+    project,
     project_pod,
     project_service,
 )
@@ -99,10 +103,15 @@ class ApiServer:
     def pods(self) -> list[dict[str, Any]]:
         return [o for (k, _), o in sorted(self.objects.items()) if k == POD]
 
-    def observed(self, *, cached: bool) -> Observed:
+    def observed(self, *, cached: str) -> Observed:
+        """``cached``: "" whole objects, "guarded" projected ones that raise on a lookup of
+        a dropped field, "stored" the caches' own (shared parts, raising on a write)."""
+
         def view(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
             shape = SHAPES.get(kind)
-            return guarded(obj, shape) if cached and shape else obj
+            if not cached or not shape:
+                return obj
+            return guarded(obj, shape) if cached == "guarded" else project(obj, shape)
 
         def controlled(uid: str) -> list[tuple[str, dict[str, Any]]]:
             return [
@@ -127,7 +136,7 @@ class ApiServer:
             controlled_by=lambda kind, uid: [o for k, o in controlled(uid) if k == kind],
         )
 
-    def plan(self, *, cached: bool) -> Plan:
+    def plan(self, *, cached: str) -> Plan:
         now = START + dt.timedelta(minutes=self.minute, seconds=30)
         config = self.controller.config
         observed = self.observed(cached=cached)
@@ -135,8 +144,9 @@ class ApiServer:
 
     def step(self) -> Plan:
         """Plan from whole and from cached objects, check they agree, apply the plan."""
-        whole, cached = self.plan(cached=False), self.plan(cached=True)
-        assert cached == whole
+        whole = self.plan(cached="")
+        assert self.plan(cached="guarded") == whole
+        assert self.plan(cached="stored") == whole
         for action in whole.actions:
             if isinstance(action, CreateObject):
                 self.add(action.kind, self.controller.materialize(action).body)
@@ -333,3 +343,85 @@ def test_the_progress_ca_a_v1_pod_carries_is_not_cached() -> None:
     }
     assert project_pod(pod)["metadata"]["annotations"] == {"mine": "kept"}
     assert CA_ANNOTATION in pod["metadata"]["annotations"]  # the original is left as it is
+
+
+def _pod(name: str, job_uid: str, *, ready: object = True) -> dict[str, Any]:
+    owner = {"kind": "PyTorchJob", "name": "j", "uid": job_uid, "controller": True}
+    status = {"name": "c", "ready": ready, "state": {"running": {"startedAt": _stamp(0)}}}
+    return {
+        "metadata": {"name": name, "uid": f"{name}-uid", "ownerReferences": [owner]},
+        "spec": {"containers": [{"name": "c", "image": "i"}], "nodeName": "n"},
+        "status": {"phase": "Running", "containerStatuses": [status]},
+    }
+
+
+def test_equal_parts_of_cached_objects_are_held_once() -> None:
+    a, b = project_pod(_pod("a", "job-1")), project_pod(_pod("b", "job-1"))
+    assert a["metadata"]["ownerReferences"] is b["metadata"]["ownerReferences"]
+    assert a["spec"] is b["spec"] and a["status"] is b["status"]
+    assert a["metadata"] is not b["metadata"] and a["metadata"]["uid"] == "a-uid"
+    other = project_pod(_pod("c", "job-2"))
+    assert other["metadata"]["ownerReferences"] != a["metadata"]["ownerReferences"]
+
+
+def test_parts_equal_only_by_value_across_types_are_not_shared() -> None:
+    """``1 == True``: a part holding one must not stand for a part holding the other."""
+    as_bool = project_pod(_pod("a", "job-1", ready=True))
+    as_int = project_pod(_pod("b", "job-1", ready=1))
+    assert as_int["status"]["containerStatuses"][0]["ready"] is not True
+    assert as_bool["status"]["containerStatuses"][0]["ready"] is True
+
+
+def test_cached_objects_refuse_writes_and_their_copies_take_them() -> None:
+    pod = project_pod(_pod("a", "job-1"))
+    writes = [
+        lambda: pod.__setitem__("spec", {}),
+        lambda: pod["metadata"].setdefault("labels", {}),
+        lambda: pod["metadata"]["ownerReferences"].append({}),
+        lambda: pod["metadata"]["ownerReferences"][0].update(uid="x"),
+        lambda: pod["status"]["containerStatuses"][0].pop("ready"),
+        lambda: pod["spec"]["containers"].__setitem__(0, {}),
+    ]
+    for write in writes:
+        with pytest.raises(SharedObjectWrite):
+            write()
+    deep = copy.deepcopy(pod)
+    deep["metadata"]["ownerReferences"][0]["uid"] = "x"
+    deep["status"]["containerStatuses"].append({})
+    assert pod["metadata"]["ownerReferences"][0]["uid"] == "job-1"
+    assert isinstance(deep, Projected) and isinstance(copy.copy(pod), Projected)
+    shallow = copy.copy(pod)
+    shallow["spec"] = {}
+    assert pod["spec"] == {"containers": [{"name": "c"}], "nodeName": "n"}
+
+
+def test_the_shared_parts_are_bounded_by_what_the_caches_hold() -> None:
+    """Parts of objects no cache holds any more are let go: the table does not grow with
+    every pod ever seen (a timestamp in each pod's conditions makes its parts unique)."""
+    from jobcontroller.runtime.projection import shared_parts
+
+    held = [project_pod(_pod(f"p{i}", f"job-{i}")) for i in range(100)]
+    for i in range(20_000):
+        project_pod(_pod(f"gone{i}", f"gone-job-{i}"))  # listed, then dropped at once
+    assert shared_parts() < 10_000
+    assert held[0]["metadata"]["ownerReferences"][0]["uid"] == "job-0"
+
+
+def test_whole_cached_objects_hold_short_strings_once() -> None:
+    """The caches that keep whole objects (jobs) intern their short strings on arrival,
+    except values unique to one object."""
+    from jobcontroller.runtime.informer import strip_managed_fields
+
+    def job(uid: str) -> dict[str, Any]:
+        spec = {"containers": [{"name": "c", "image": "".join(["reg/", "img:1"])}]}
+        return {
+            "metadata": {"name": "j", "uid": uid, "managedFields": [{}]},
+            "spec": {"template": {"spec": spec}},
+        }
+
+    a = strip_managed_fields(job("".join(["u", "1"])))
+    b = strip_managed_fields(job("".join(["u", "1"])))
+    image = lambda o: o["spec"]["template"]["spec"]["containers"][0]["image"]  # noqa: E731
+    assert image(a) is image(b) and image(a) == "reg/img:1"
+    assert a["metadata"]["uid"] is not b["metadata"]["uid"]
+    assert "managedFields" not in a["metadata"]

@@ -50,7 +50,9 @@ class ScriptedApi:
         if isinstance(answer, Exception):
             raise answer
         items, rv = answer
-        return copy.deepcopy(items), rv
+        each = kwargs.get("each")
+        fresh = copy.deepcopy(items)
+        return ([each(item) for item in fresh] if each is not None else fresh), rv
 
     async def watch(self, resource: Any, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
         self.watch_calls.append(kwargs)
@@ -140,15 +142,17 @@ def test_list_then_watch_tracks_every_event_and_bookmark() -> None:
     ]
     assert informer.has_synced
     assert sorted(informer.store.keys()) == ["ns/a", "ns/c"]
-    assert api.list_calls == [
-        {
-            "namespace": "ns",
-            "label_selector": None,
-            "field_selector": None,
-            "resource_version": "0",
-            "limit": None,
-        }
-    ]
+    (call,) = api.list_calls
+    assert call.pop("each") is informer._transform  # applied page by page, as decoded
+    # A consistent read in pages: the watch cache would ignore the limit of an "0" read.
+    assert call == {
+        "namespace": "ns",
+        "label_selector": None,
+        "field_selector": None,
+        "resource_version": "",
+        "resource_version_match": None,
+        "limit": 500,
+    }
     first, second = api.watch_calls
     assert first["resource_version"] == "12"
     assert 300 <= first["timeout_seconds"] <= 600
@@ -180,14 +184,15 @@ def test_gone_relists_once_and_emits_only_real_changes() -> None:
         ("update", "change", "2", "8"),
     ]
     relist = api.list_calls[1]
-    assert (relist["resource_version"], relist["limit"]) == ("6", None)
+    assert (relist["resource_version"], relist["resource_version_match"]) == ("6", "NotOlderThan")
+    assert relist["limit"] == 500
     assert api.watch_calls[-1]["resource_version"] == "10"
     assert restarts(metrics, "gone") == 1
     lists = metrics.registry.get_sample_value("informer_relists_total", {"resource": "pods"})
     assert lists == 2
 
 
-def test_list_gone_falls_back_to_a_paged_quorum_read() -> None:
+def test_list_gone_falls_back_to_a_consistent_read() -> None:
     api = ScriptedApi()
     api.lists = [
         ([cm("a", "1")], "5"),
@@ -198,11 +203,12 @@ def test_list_gone_falls_back_to_a_paged_quorum_read() -> None:
     informer, rec, _ = make(api)
     run_until_idle(api, informer)
 
-    assert [(c["resource_version"], c["limit"]) for c in api.list_calls] == [
-        ("0", None),
-        ("5", None),
-        ("", 500),
+    assert [(c["resource_version"], c["resource_version_match"]) for c in api.list_calls] == [
+        ("", None),
+        ("5", "NotOlderThan"),
+        ("", None),
     ]
+    assert {c["limit"] for c in api.list_calls} == {500}
     assert rec.calls == [("add", "a")]  # nothing changed: no handler calls on the relist
     assert informer.resource_version == "50"
 
@@ -215,10 +221,12 @@ def test_too_large_resource_version_also_falls_back() -> None:
         message="Too large resource version",
         body={"details": {"causes": [{"reason": "ResourceVersionTooLarge"}]}},
     )
-    api.lists = [too_large, ([], "7")]
+    api.lists = [([], "5"), too_large, ([], "7")]
+    api.watches = [[ApiError(status=410, reason="Expired")]]
     informer, _, _ = make(api)
     run_until_idle(api, informer)
-    assert [c["resource_version"] for c in api.list_calls] == ["0", ""]
+    assert [c["resource_version"] for c in api.list_calls] == ["", "5", ""]
+    assert informer.resource_version == "7"
 
 
 def test_failing_handler_is_logged_and_the_watch_goes_on() -> None:

@@ -87,6 +87,26 @@ class TestIndexes:
         assert names(store.by_index("ns-and-name", "x")) == ["a", "b"]
         assert store.index_keys("ns-and-name", "b") == ["x/b"]
 
+    def test_many_objects_under_one_value_come_and_go(self) -> None:
+        """A value's keys are held compactly while few and in a set when many (a node's
+        pods): lookups are the same either way, through growth and shrinking."""
+        store = Store()
+        store.add_index("node", lambda o: [o["metadata"].get("labels", {}).get(JOB_LABEL, "")])
+        every = [f"p{i:02d}" for i in range(20)]
+        for name in every:
+            store.upsert(pod(name, job="n1", owner="job-1"))
+        assert names(store.by_index("node", "n1")) == every
+        assert names(store.by_owner_uid("job-1")) == every
+        for name in every[:18]:
+            store.remove(pod(name))
+        assert names(store.by_index("node", "n1")) == every[18:]
+        store.upsert(pod("p19", job="n2", owner="job-2", rv="2"))
+        assert names(store.by_index("node", "n1")) == ["p18"]
+        assert names(store.by_owner_uid("job-2")) == ["p19"]
+        store.remove(pod("p18"))
+        store.remove(pod("p19"))
+        assert store.index_values("node") == [] and store.index_values(OWNER_UID_INDEX) == []
+
     def test_unknown_index_and_duplicate_name(self) -> None:
         store = Store()
         with pytest.raises(KeyError):

@@ -4,11 +4,16 @@ The loop: LIST, replace the :class:`~jobcontroller.runtime.store.Store`, then WA
 list's resourceVersion with bookmarks and a random server timeout in [5, 10] minutes, re-watching
 from the last seen resourceVersion (bookmarks included) whenever the stream ends.
 
-* **Which LIST.** The first LIST asks for resourceVersion ``"0"`` (served by the API server's
-  watch cache, no etcd read); later relists ask for the last seen version without a page limit,
-  so the watch cache serves them too. Only when a LIST answers 410 Gone or "too large resource
-  version" (a freshly restarted server whose cache is behind) does the next one read a quorum
-  (``""``) from etcd, in pages.
+* **Which LIST.** Every LIST is read in pages of 500 (``limit`` and ``continue``), each page
+  transformed as it is decoded, so memory is bounded by a page, not by the cluster (a
+  resourceVersion ``"0"`` list would be served whole: the watch cache ignores ``limit`` for
+  it). The first LIST is a consistent read (resourceVersion ``""``); later relists ask for
+  nothing older than the last seen version (``resourceVersionMatch=NotOlderThan``). The
+  snapshottable watch cache (beta from Kubernetes 1.34) serves both, pages included; older
+  servers read paged lists from etcd. When a LIST answers 410 Gone (a continue token or a
+  version compacted away) or "too large resource version" (a freshly restarted server whose
+  cache is behind), the next one is a consistent read again. The list's resourceVersion,
+  which the watch starts from, is the one every page carries (the first page's snapshot).
 * **410 Gone on the watch** means our version was compacted away: relist, emit ``on_delete``
   for objects that vanished, ``on_add`` for new ones (a name now held by an object with another
   UID is a delete and an add), and ``on_update`` only for objects whose resourceVersion
@@ -53,6 +58,7 @@ import structlog
 from jobcontroller.runtime.clock import Clock, monotonic
 from jobcontroller.runtime.kube import ApiError, KubeApi, Resource, WatchInactive
 from jobcontroller.runtime.metrics import Metrics
+from jobcontroller.runtime.projection import intern_strings
 from jobcontroller.runtime.store import Obj, ReplaceDiff, Store, resource_version
 
 log = structlog.get_logger(__name__)
@@ -68,10 +74,13 @@ def _uid(obj: Obj) -> str:
 
 
 def strip_managed_fields(obj: Obj) -> Obj:
-    """Drop ``metadata.managedFields`` (in place: the object was just decoded for us)."""
+    """Drop ``metadata.managedFields`` and hold short strings once (in place: the object was
+    just decoded for us). A job's kind, images, policies, reasons and timestamps repeat across
+    thousands of jobs: interned, a PyTorchJob of ``scale-50k`` takes 5.1 KB instead of 6.5."""
     meta = obj.get("metadata")
     if meta is not None:
         meta.pop("managedFields", None)
+    intern_strings(obj)
     return obj
 
 
@@ -121,8 +130,10 @@ class InformerSettings:
     """Longest pause honoured from a server's Retry-After (429 throttling)."""
     backoff_reset_after: float = 120.0
     """Seconds without a failure after which the delay starts again from ``backoff_initial``."""
-    quorum_list_page_size: int = 500
-    """Page size of a LIST read from etcd (resourceVersion ``""``)."""
+    list_page_size: int = 500
+    """Items per page of a LIST (client-go's pager's default); 0 lists in one answer. A page
+    at a time is decoded and transformed, so a relist of 150,000 pods holds 500 of them
+    whole (and the projections of the rest), never the whole list's body and items."""
     short_watch: float = 1.0
     """A stream that ends normally this soon without any event counts as a failure."""
 
@@ -389,10 +400,13 @@ class Informer:
     # -- list ---------------------------------------------------------------------------------
 
     async def _list(self) -> None:
-        if self._rv_unavailable:
-            rv, limit = "", self._settings.quorum_list_page_size
+        if self._rv and not self._rv_unavailable:
+            # Nothing older than what this informer has seen (the watch cache's snapshot, on
+            # servers that page from it; etcd on older ones).
+            rv, match = self._rv, "NotOlderThan"
         else:
-            rv, limit = (self._rv or "0"), None
+            rv, match = "", None  # the first list, or ours is gone: a consistent read
+        limit = self._settings.list_page_size or None
         try:
             items, list_rv = await self._api.list(
                 self.resource,
@@ -400,14 +414,14 @@ class Informer:
                 label_selector=self._label_selector,
                 field_selector=self._field_selector,
                 resource_version=rv,
+                resource_version_match=match,
                 limit=limit,
+                each=self._transform,
             )
         except ApiError as exc:
             if exc.is_gone or exc.is_too_large_resource_version:
                 self._rv_unavailable = True
             raise
-        if self._transform is not None:
-            items = [self._transform(item) for item in items]
         diff = self.store.replace(items)
         self._rv = list_rv
         self._rv_unavailable = False

@@ -311,9 +311,16 @@ class KubeApi:
         label_selector: str | None = None,
         field_selector: str | None = None,
         resource_version: str | None = None,
+        resource_version_match: str | None = None,
         limit: int | None = None,
+        each: Callable[[Obj], Obj] | None = None,
     ) -> tuple[ObjList, str]:
-        """All items, following ``continue`` pages, and the list's resourceVersion."""
+        """All items, following ``continue`` pages, and the list's resourceVersion.
+
+        ``each`` is applied to every item as its page is decoded, so only what it returns
+        is kept from one page to the next: with a ``limit``, a list of any length holds one
+        page's body and decoded items at a time beside the results.
+        """
         items: ObjList = []
         token: str | None = None
         while True:
@@ -323,15 +330,18 @@ class KubeApi:
                 "limit": limit,
             }
             if token:
-                query["continue"] = token  # resourceVersion is refused together with continue
+                # The token carries the list's resourceVersion: both fields are refused with it.
+                query["continue"] = token
             else:
                 query["resourceVersion"] = resource_version
+                query["resourceVersionMatch"] = resource_version_match
             page = await self.request("GET", resource.path(namespace=namespace), query=query)
-            for item in page.get("items") or ():
+            meta = page.get("metadata") or {}
+            # Popped, so that the page's decoded items go as soon as they are gone through.
+            for item in page.pop("items", None) or ():
                 item.setdefault("apiVersion", resource.api_version)
                 item.setdefault("kind", resource.kind)
-                items.append(item)
-            meta = page.get("metadata") or {}
+                items.append(each(item) if each is not None else item)
             token = meta.get("continue")
             if not token:
                 return items, str(meta.get("resourceVersion", ""))

@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import sys
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 from typing_extensions import override
 
@@ -33,10 +33,15 @@ __all__ = [
     "DroppedFieldRead",
     "Projected",
     "Shape",
+    "SharedDict",
+    "SharedList",
+    "SharedObjectWrite",
     "guarded",
+    "intern_strings",
     "project",
     "project_pod",
     "project_service",
+    "shared_parts",
 ]
 
 #: ``key -> None`` keeps the value whole; ``key -> Shape`` projects a mapping; ``key ->
@@ -122,7 +127,8 @@ SERVICE_SHAPE: Final[Shape] = {
 
 class Projected(dict[str, Any]):
     """An object reduced by :func:`project` (a plain dict otherwise, with no extra memory):
-    the marker lets the API client refuse to PUT it."""
+    the marker lets the API client refuse to PUT it. A copy of one (``copy.copy``,
+    ``copy.deepcopy``) is a writable :class:`Projected`, still refused."""
 
     __slots__ = ()
 
@@ -131,15 +137,135 @@ class DroppedFieldRead(AssertionError):
     """A reader looked up a field its cache's projection drops (raised by :func:`guarded`)."""
 
 
+class SharedObjectWrite(TypeError):
+    """Code tried to change a cached object in place. Cached objects' parts are shared
+    between objects and readers: copy first (``copy.deepcopy``, ``dict(...)``)."""
+
+
+def _refuse(self: object, *args: object, **kwargs: object) -> NoReturn:
+    raise SharedObjectWrite(f"a cached {type(self).__name__} is read-only: copy it to change it")
+
+
+class _Frozen(Projected):
+    """What the caches store at the top and as metadata: a :class:`Projected` that refuses
+    writes, since its parts are shared with other cached objects."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    def __copy__(self) -> Projected:
+        return Projected(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Projected:
+        return Projected((k, copy.deepcopy(v, memo)) for k, v in self.items())
+
+
+class SharedDict(dict[str, Any]):
+    """A mapping inside a cached object, held once for all the objects that have an equal one
+    (the pods and Services of a job share their ownerReferences, pods started in the same
+    second their conditions): read-only and hashable. Its copies are plain, writable dicts."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+
+    @override
+    def __hash__(self) -> int:  # type: ignore[override]  # read-only, so it can be hashed
+        return hash(frozenset(self.items()))
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return {k: copy.deepcopy(v, memo) for k, v in self.items()}
+
+
+class SharedList(list[Any]):
+    """A list inside a cached object, shared as a :class:`SharedDict` is."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    append = clear = extend = insert = pop = remove = reverse = sort = _refuse
+
+    @override
+    def __hash__(self) -> int:  # type: ignore[override]  # read-only, so it can be hashed
+        return hash(tuple(self))
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return [copy.deepcopy(v, memo) for v in self]
+
+
+def _alike(a: Any, b: Any) -> bool:
+    """Equal, and of the same types all the way down (``1 == True == 1.0`` is not enough)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_alike(v, b[k]) for k, v in a.items())
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_alike(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+class _Table:
+    """The parts of cached objects, each held once: a part equal to one held already is
+    replaced by that one. Parts no cached object uses any more are dropped whenever the table
+    has doubled since it was last swept, so it stays within twice what the caches use."""
+
+    def __init__(self) -> None:
+        self._parts: dict[Any, Any] = {}
+        self._sweep_at = _SWEEP_MIN
+        self._lone = self._calibrate()
+
+    def _calibrate(self) -> int:
+        """The reference count :meth:`_sweep` sees for a part that only the table holds."""
+        part = SharedList()
+        self._parts[part] = part
+        counts = [sys.getrefcount(held) for held in list(self._parts) if held is part]
+        del self._parts[part]
+        return counts[0] - 1  # less the local name ``part``
+
+    def share(self, part: Any) -> Any:
+        held = self._parts.get(part)
+        if held is None:
+            if len(self._parts) >= self._sweep_at:
+                self._sweep()
+            self._parts[part] = part
+            return part
+        return held if _alike(held, part) else part
+
+    def _sweep(self) -> None:
+        lone = self._lone
+        for held in list(self._parts):
+            if sys.getrefcount(held) <= lone:
+                del self._parts[held]
+        self._sweep_at = max(_SWEEP_MIN, 2 * len(self._parts))
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+
+_SWEEP_MIN = 4096
+#: One table for all the caches of the process (a pod and its Service share labels and
+#: owners). Informers run in the event loop's thread: no lock.
+_SHARED = _Table()
+
+
 def _interned(value: Any, *, key: str = "") -> Any:
     if isinstance(value, str):
         if len(value) <= _INTERN_MAX and key not in _UNIQUE:
             return sys.intern(value)
         return value
     if isinstance(value, dict):
-        return {sys.intern(k): _interned(v, key=k) for k, v in value.items()}
+        items = ((sys.intern(k), _interned(v, key=k)) for k, v in value.items())
+        return _SHARED.share(SharedDict(items))
     if isinstance(value, list):
-        return [_interned(v, key=key) for v in value]
+        return _SHARED.share(SharedList(_interned(v, key=key) for v in value))
     return value
 
 
@@ -149,25 +275,62 @@ def _project(value: Any, shape: Any, key: str) -> Any:
     if isinstance(shape, list):
         if not isinstance(value, list):
             return _interned(value, key=key)
-        return [_project(item, shape[0], key) for item in value]
+        return _SHARED.share(SharedList(_project(item, shape[0], key) for item in value))
     if not isinstance(value, dict):
         return _interned(value, key=key)
-    return {k: _project(value[k], sub, k) for k, sub in shape.items() if k in value}
+    kept = SharedDict((k, _project(value[k], sub, k)) for k, sub in shape.items() if k in value)
+    return _SHARED.share(kept)
 
 
 def project(obj: Mapping[str, Any], shape: Shape) -> Projected:
-    """A new object holding only ``shape``'s fields of ``obj`` (which is left as it is). Its
-    metadata is marked too, so a shallow copy (``{**obj, "spec": ...}``) stays refusable."""
-    kept = Projected((k, _project(obj[k], sub, k)) for k, sub in shape.items() if k in obj)
-    meta = kept.get("metadata")
-    if isinstance(meta, dict):
-        annotations = meta.get("annotations")
-        if isinstance(annotations, dict) and not _UNREAD_ANNOTATIONS.isdisjoint(annotations):
-            meta["annotations"] = {
-                k: v for k, v in annotations.items() if k not in _UNREAD_ANNOTATIONS
-            }
-        kept["metadata"] = Projected(meta)
-    return kept
+    """A new, read-only object holding only ``shape``'s fields of ``obj`` (which is left as
+    it is); its parts are shared with the cached objects that have equal ones. Its metadata
+    is marked :class:`Projected` too, so a shallow copy (``{**obj, "spec": ...}``) stays
+    refusable."""
+    kept: dict[str, Any] = {}
+    for k, sub in shape.items():
+        if k not in obj:
+            continue
+        value = obj[k]
+        if k == "metadata" and isinstance(value, dict) and isinstance(sub, Mapping):
+            kept[k] = _Frozen(_project_meta(value, sub))
+        else:
+            kept[k] = _project(value, sub, k)
+    return _Frozen(kept)
+
+
+def _project_meta(meta: dict[str, Any], shape: Shape) -> dict[str, Any]:
+    """Metadata is one object's own (name, uid): projected field by field, not shared."""
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict) and not _UNREAD_ANNOTATIONS.isdisjoint(annotations):
+        annotations = {k: v for k, v in annotations.items() if k not in _UNREAD_ANNOTATIONS}
+        meta = {**meta, "annotations": annotations}
+    return {k: _project(meta[k], sub, k) for k, sub in shape.items() if k in meta}
+
+
+def intern_strings(value: Any, *, key: str = "") -> None:
+    """Replace, in place, the short strings of a decoded mapping or list by their interned
+    copies (those unique to one object excepted), as :func:`project` does for the objects it
+    builds; for caches that keep whole objects."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, str):
+                if len(v) <= _INTERN_MAX and k not in _UNIQUE:
+                    value[k] = sys.intern(v)
+            elif isinstance(v, dict | list):
+                intern_strings(v, key=k)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            if isinstance(v, str):
+                if len(v) <= _INTERN_MAX and key not in _UNIQUE:
+                    value[i] = sys.intern(v)
+            elif isinstance(v, dict | list):
+                intern_strings(v, key=key)
+
+
+def shared_parts() -> int:
+    """How many distinct parts the caches' objects hold now (for tests and benchmarks)."""
+    return len(_SHARED)
 
 
 def project_pod(obj: dict[str, Any]) -> dict[str, Any]:

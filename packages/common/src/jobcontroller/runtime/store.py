@@ -74,33 +74,59 @@ class ReplaceDiff:
     """Last known state of objects missing from the new list."""
 
 
+#: Keys per index value held as a tuple; more go into a set. Most values are an owner's uid,
+#: shared by a job's few pods: a tuple of 5 keys is 80 bytes, a set of 5 is 728.
+_TUPLE_MAX = 8
+
+
 class _Index:
+    """Keys by value and values by key. One value (the common case) is held as itself, not
+    in a 1-tuple, and a value's keys are a tuple while few (above): at 150,000 pods the
+    containers would weigh more than the keys they hold."""
+
     __slots__ = ("fn", "keys_by_value", "values_by_key")
 
     def __init__(self, fn: IndexFunc) -> None:
         self.fn = fn
-        self.keys_by_value: dict[str, set[str]] = {}
-        self.values_by_key: dict[str, tuple[str, ...]] = {}
+        self.keys_by_value: dict[str, tuple[str, ...] | set[str]] = {}
+        self.values_by_key: dict[str, str | tuple[str, ...]] = {}
+
+    def keys(self, value: str) -> Iterable[str]:
+        return self.keys_by_value.get(value, ())
 
     def insert(self, key: str, obj: Obj) -> None:
-        values = tuple(dict.fromkeys(self.fn(obj)))
+        found = tuple(dict.fromkeys(self.fn(obj)))
+        values: str | tuple[str, ...] = found[0] if len(found) == 1 else found
         old = self.values_by_key.get(key, ())
         if values == old:
             return
         self.remove(key)
-        if not values:
+        if not found:
             return
         self.values_by_key[key] = values
-        for value in values:
-            self.keys_by_value.setdefault(value, set()).add(key)
+        for value in found:
+            keys = self.keys_by_value.get(value, ())
+            if isinstance(keys, set):
+                keys.add(key)
+            elif key not in keys:
+                more = (*keys, key)
+                self.keys_by_value[value] = more if len(more) <= _TUPLE_MAX else set(more)
 
     def remove(self, key: str) -> None:
-        for value in self.values_by_key.pop(key, ()):
+        values = self.values_by_key.pop(key, ())
+        for value in (values,) if isinstance(values, str) else values:
             keys = self.keys_by_value.get(value)
-            if keys is not None:
+            if keys is None:
+                continue
+            if isinstance(keys, set):
                 keys.discard(key)
-                if not keys:
-                    del self.keys_by_value[value]
+                left: tuple[str, ...] | set[str] = keys
+            else:
+                left = tuple(k for k in keys if k != key)
+            if not left:
+                del self.keys_by_value[value]
+            elif left is not keys:
+                self.keys_by_value[value] = left
 
 
 class Store:
@@ -140,7 +166,7 @@ class Store:
         index = self._indexes.get(name)
         if index is None:
             raise KeyError(f"no index named {name!r}")
-        return sorted(index.keys_by_value.get(value, ()))
+        return sorted(index.keys(value))
 
     def index_values(self, name: str) -> StrList:
         """Every value the index currently holds (e.g. all owner uids seen)."""
