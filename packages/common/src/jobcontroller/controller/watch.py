@@ -9,6 +9,11 @@ label without being controlled by the job (a launcher Job's pods, a foreign obje
 too, but settle nothing: the job raised its expectations for what it controls.
 
 A reconcile reads the job's slice of these caches through :meth:`Watch.observe`, never a LIST.
+
+A job's first sight (its creation, the initial list, a resync) is queued at low priority and
+every later change at normal priority (see :mod:`jobcontroller.runtime.workqueue`): under a
+backlog of new jobs, a started job whose pods came up is served before the backlog, so it is
+marked Running while the backlog's pods are still being created, not after all of them.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from jobcontroller.controller.telemetry import Telemetry
 from jobcontroller.core.types import POD, SERVICE, Obj, Observed
 from jobcontroller.runtime.informer import Informer
 from jobcontroller.runtime.store import Store
-from jobcontroller.runtime.workqueue import WorkQueue
+from jobcontroller.runtime.workqueue import LOW, NORMAL, WorkQueue
 
 __all__ = ["LABEL_JOB_NAME", "Caches", "Watch"]
 
@@ -88,7 +93,7 @@ class Watch:
         self.queue = queue
         self.informers[JOB] = informer
         informer.add_handlers(
-            on_add=self.enqueue_job,
+            on_add=self.enqueue_new_job,
             on_update=lambda old, new: self.enqueue_job(new),
             on_delete=self.job_deleted,
         )
@@ -143,17 +148,23 @@ class Watch:
 
     # ------------------------------------------------------------------------ events
 
-    def enqueue_job(self, obj: Obj) -> None:
+    def enqueue_job(self, obj: Obj, *, priority: int = NORMAL) -> None:
         assert self.queue is not None
-        self.queue.add(_key(obj))
+        self.queue.add(_key(obj), priority=priority)
+
+    def enqueue_new_job(self, obj: Obj) -> None:
+        """A job seen for the first time: it waits behind the changes to started jobs."""
+        self.enqueue_job(obj, priority=LOW)
 
     def job_deleted(self, obj: Obj) -> None:
         self._states.forget(_key(obj))
 
     def resync(self) -> None:
-        """Queue every cached job (a new leadership term looks at all of them again)."""
+        """Queue every cached job (a new leadership term looks at all of them again), at low
+        priority, as controller-runtime queues its initial list: a change seen meanwhile
+        still goes first."""
         for job in self.jobs():
-            self.enqueue_job(job)
+            self.enqueue_new_job(job)
 
     def owner_job_key(self, obj: Obj) -> tuple[str | None, bool]:
         """The key of the job that controls ``obj`` (and True), or, for other objects wearing

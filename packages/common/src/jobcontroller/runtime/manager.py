@@ -438,15 +438,18 @@ class Manager:
     async def _worker(self, controller: Controller, queue: WorkQueue[str]) -> None:
         while True:
             try:
-                key = await queue.get()
+                key, priority = await queue.get_with_priority()
             except QueueShutDown:
                 return
             try:
-                await self._process(controller, queue, key)
+                await self._process(controller, queue, key, priority)
             finally:
                 queue.done(key)
 
-    async def _process(self, controller: Controller, queue: WorkQueue[str], key: str) -> None:
+    async def _process(
+        self, controller: Controller, queue: WorkQueue[str], key: str, priority: int
+    ) -> None:
+        """Reconcile ``key``; a retry or requeue keeps the ``priority`` it was queued at."""
         namespace, _, name = key.rpartition("/")
         loop = asyncio.get_running_loop()
         with structlog.contextvars.bound_contextvars(
@@ -471,7 +474,9 @@ class Manager:
                 self._log_failure(exc, retries=queue.num_requeues(key))
                 unreachable = isinstance(exc, _UNREACHABLE)
                 queue.add_rate_limited(
-                    key, max_delay=_UNREACHABLE_RETRY_SECONDS if unreachable else None
+                    key,
+                    max_delay=_UNREACHABLE_RETRY_SECONDS if unreachable else None,
+                    priority=priority,
                 )
             else:
                 if after is None:
@@ -479,11 +484,11 @@ class Manager:
                     queue.forget(key)
                 elif after <= 0:
                     result = "requeue"
-                    queue.add_rate_limited(key)
+                    queue.add_rate_limited(key, priority=priority)
                 else:
                     result = "requeue_after"
                     queue.forget(key)
-                    queue.add_after(key, after)
+                    queue.add_after(key, after, priority=priority)
             if (m := self.metrics) is not None:
                 ctl = controller.name
                 m.child(m.reconcile_time, ctl).observe(loop.time() - started)

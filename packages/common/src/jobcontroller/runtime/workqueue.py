@@ -14,6 +14,19 @@ allows, and never two reconciles of one key at the same time:
   later, spurious reconcile is possible and harmless for a level-triggered controller.
 * **Backoff** (:meth:`WorkQueue.add_rate_limited`): the delay comes from a
   :class:`~jobcontroller.runtime.ratelimit.RateLimiter`, client-go's default unless given.
+* **Priorities**, as controller-runtime's priority queue: every add names a priority (an int,
+  higher first; :data:`NORMAL` unless told), a key is handed out from the highest level that
+  holds one, FIFO within a level. A key added again at a higher priority than the one it is
+  queued at moves to the end of that level; a lower one changes nothing (dedup across levels).
+  A delayed add keeps the higher priority of the adds it merges. The controllers give a job's
+  first sight (its creation, the initial list, a resync) :data:`LOW` and every later change
+  (its children's events, its own updates) :data:`NORMAL`: under a backlog of new jobs, a job
+  whose pods just came up is marked Running before the backlog's pods are all created, instead
+  of after (issue 27).
+* **No starvation**: strict priority alone would let a stream of changes to started jobs hold
+  new jobs back for ever. After :attr:`WorkQueue.passed_over_limit` gets in a row that served a
+  higher level while a lower one waited, the next get serves the key that has waited longest
+  whatever its level, so a lower level gets at least one get in ``limit + 1``.
 
 The canonical worker loop::
 
@@ -59,11 +72,19 @@ from jobcontroller.runtime.ratelimit import RateLimiter, default_controller_rate
 if TYPE_CHECKING:
     from jobcontroller.runtime.metrics import Metrics
 
-__all__ = ["QueueShutDown", "WorkQueue", "WorkQueueStatistics"]
+__all__ = ["LOW", "NORMAL", "QueueShutDown", "WorkQueue", "WorkQueueStatistics"]
 
 K = TypeVar("K", bound=Hashable)
 
 log = structlog.get_logger(__name__)
+
+NORMAL = 0
+"""The priority of an add that does not name one."""
+LOW = -100
+"""A job's first sight (controller-runtime's ``LowPriority`` for the initial list)."""
+
+#: Gets in a row that may serve a higher level while a lower one waits (see the docstring).
+PASSED_OVER_LIMIT = 8
 
 
 class QueueShutDown(Exception):
@@ -77,6 +98,8 @@ class WorkQueueStatistics:
     name: str
     #: Keys ready for a worker.
     depth: int
+    #: Keys ready for a worker, by priority (highest first).
+    depth_by_priority: tuple[tuple[int, int], ...]
     #: Keys held by a worker right now.
     processing: int
     #: Keys held by a worker that were added again meanwhile (queued again on ``done``).
@@ -109,8 +132,12 @@ class WorkQueue(Generic[K]):
         name: str = "workqueue",
         rate_limiter: RateLimiter[K] | None = None,
         metrics: Metrics | None = None,
+        passed_over_limit: int = PASSED_OVER_LIMIT,
     ) -> None:
+        if passed_over_limit < 1:
+            raise ValueError(f"passed_over_limit must be >= 1, got {passed_over_limit}")
         self.name = name
+        self.passed_over_limit = passed_over_limit
         # The default bucket reads the loop's clock, the one its delays are timed on.
         self._limiter: RateLimiter[K] = (
             rate_limiter
@@ -119,14 +146,24 @@ class WorkQueue(Generic[K]):
         )
         self._loop: asyncio.AbstractEventLoop | None = None
 
-        self._queue: deque[K] = deque()
-        self._dirty: set[K] = set()
+        #: priority -> (sequence, key) in add order. A key moved to another level leaves a
+        #: stale entry behind, skipped when reached: ``_queued`` has the one that counts.
+        self._levels: dict[int, deque[tuple[int, K]]] = {}
+        #: key -> (priority, sequence) of the keys ready for a worker.
+        self._queued: dict[K, tuple[int, int]] = {}
+        self._seq = 0
+        #: Stale entries left in ``_levels`` by moves; compacted before they outnumber the keys.
+        self._stale = 0
+        #: Gets in a row that served a higher level while a lower one waited.
+        self._passed_over = 0
+        #: key -> priority, for keys added and not yet taken (queued, or held by a worker).
+        self._dirty: dict[K, int] = {}
         #: key -> loop time its worker took it.
         self._processing: dict[K, float] = {}
         #: key -> loop time it became dirty; drives the queue-duration metric.
         self._added_at: dict[K, float] = {}
-        #: key -> (ready-at loop time, the timer that will add it).
-        self._waiting: dict[K, tuple[float, asyncio.TimerHandle]] = {}
+        #: key -> (ready-at loop time, the timer that will add it, its priority).
+        self._waiting: dict[K, tuple[float, asyncio.TimerHandle, int]] = {}
         self._getters: deque[asyncio.Future[None]] = deque()
         self._drainers: list[asyncio.Future[None]] = []
         self._shutting_down = False
@@ -146,41 +183,51 @@ class WorkQueue(Generic[K]):
 
     # -- adding -----------------------------------------------------------------------------
 
-    def add(self, key: K) -> None:
-        """Mark ``key`` as needing a reconcile. Ignored after shutdown."""
+    def add(self, key: K, *, priority: int = NORMAL) -> None:
+        """Mark ``key`` as needing a reconcile, at ``priority``. Ignored after shutdown."""
         if self._shutting_down:
             return
-        if key in self._dirty:
+        queued_at = self._dirty.get(key)
+        if queued_at is not None:
             self._coalesced += 1
+            if priority > queued_at:
+                self._dirty[key] = priority
+                if key in self._queued:
+                    self._push(key, priority, wake=False)
             return
-        self._dirty.add(key)
+        self._dirty[key] = priority
         self._added_at[key] = self._now()
         self._adds += 1
         if self._metrics is not None:
             self._m_adds.inc()
         if key not in self._processing:
-            self._push(key)
+            self._push(key, priority)
 
-    def add_after(self, key: K, delay: float) -> None:
+    def add_after(self, key: K, delay: float, *, priority: int = NORMAL) -> None:
         """Add ``key`` once ``delay`` seconds have passed; ``delay <= 0`` adds it now.
 
-        If ``key`` is already waiting, it keeps the sooner of the two times.
+        If ``key`` is already waiting, it keeps the sooner of the two times and the higher of
+        the two priorities.
         """
         if self._shutting_down:
             return
         if delay <= 0:
-            self.add(key)
+            self.add(key, priority=priority)
             return
         loop = self._bound_loop()
         ready_at = loop.time() + delay
         pending = self._waiting.get(key)
         if pending is not None:
+            priority = max(priority, pending[2])
             if pending[0] <= ready_at:
+                self._waiting[key] = (pending[0], pending[1], priority)
                 return
             pending[1].cancel()
-        self._waiting[key] = (ready_at, loop.call_at(ready_at, self._fire, key))
+        self._waiting[key] = (ready_at, loop.call_at(ready_at, self._fire, key), priority)
 
-    def add_rate_limited(self, key: K, *, max_delay: float | None = None) -> None:
+    def add_rate_limited(
+        self, key: K, *, max_delay: float | None = None, priority: int = NORMAL
+    ) -> None:
         """Add ``key`` after the rate limiter's delay; counts as one more failure of ``key``.
 
         ``max_delay`` caps that delay, for failures that say nothing about the key itself (the
@@ -192,7 +239,8 @@ class WorkQueue(Generic[K]):
         if self._metrics is not None:
             self._m_retries.inc()
         delay = self._limiter.when(key)
-        self.add_after(key, delay if max_delay is None else min(delay, max_delay))
+        delay = delay if max_delay is None else min(delay, max_delay)
+        self.add_after(key, delay, priority=priority)
 
     def forget(self, key: K) -> None:
         """Reset ``key``'s backoff after a success. It does not remove a queued key."""
@@ -210,7 +258,13 @@ class WorkQueue(Generic[K]):
         Raises :class:`QueueShutDown` once the queue is shut down, including for callers
         already waiting.
         """
-        while not self._queue:
+        key, _ = await self.get_with_priority()
+        return key
+
+    async def get_with_priority(self) -> tuple[K, int]:
+        """:meth:`get`, and the priority the key was queued at: a worker re-queues a failed
+        key at that priority, as controller-runtime's does."""
+        while not self._queued:
             if self._shutting_down:
                 raise QueueShutDown(self.name)
             getter = self._bound_loop().create_future()
@@ -222,19 +276,19 @@ class WorkQueue(Generic[K]):
                 with contextlib.suppress(ValueError):  # already popped by the wake-up
                     self._getters.remove(getter)
                 # We were woken for a key but are leaving: pass the wake-up on, or it is lost.
-                if self._queue and not getter.cancelled():
+                if self._queued and not getter.cancelled():
                     self._wake_one()
                 raise
-        key = self._queue.popleft()
+        key, priority = self._pop()
         now = self._now()
         self._processing[key] = now
-        self._dirty.discard(key)
+        del self._dirty[key]
         added_at = self._added_at.pop(key, now)
         self._gets += 1
         if self._metrics is not None:
-            self._m_depth.set(len(self._queue))
+            self._m_depth.set(len(self._queued))
             self._m_queue_duration.observe(now - added_at)
-        return key
+        return key, priority
 
     def done(self, key: K) -> None:
         """Release ``key``; if it was added while held, it is queued again now.
@@ -250,8 +304,9 @@ class WorkQueue(Generic[K]):
             ) from None
         if self._metrics is not None:
             self._m_work_duration.observe(self._now() - started)
-        if key in self._dirty:
-            self._push(key)
+        priority = self._dirty.get(key)
+        if priority is not None:
+            self._push(key, priority)
         elif not self._processing:
             for drainer in self._drainers:
                 if not drainer.done():
@@ -272,11 +327,13 @@ class WorkQueue(Generic[K]):
         if self._shutting_down:
             return
         self._shutting_down = True
-        dropped = len(self._queue) + len(self._waiting)
-        for _, timer in self._waiting.values():
+        dropped = len(self._queued) + len(self._waiting)
+        for _, timer, _ in self._waiting.values():
             timer.cancel()
         self._waiting.clear()
-        self._queue.clear()
+        self._levels.clear()
+        self._queued.clear()
+        self._stale = 0
         self._dirty.clear()
         self._added_at.clear()
         while self._getters:
@@ -302,14 +359,18 @@ class WorkQueue(Generic[K]):
 
     def __len__(self) -> int:
         """Keys ready for a worker (client-go's ``Len``): not the processing or delayed ones."""
-        return len(self._queue)
+        return len(self._queued)
 
     def statistics(self) -> WorkQueueStatistics:
         now = self._loop.time() if self._loop is not None else 0.0
         running = [now - started for started in self._processing.values()]
+        by_priority: dict[int, int] = {}
+        for priority, _ in self._queued.values():
+            by_priority[priority] = by_priority.get(priority, 0) + 1
         return WorkQueueStatistics(
             name=self.name,
-            depth=len(self._queue),
+            depth=len(self._queued),
+            depth_by_priority=tuple(sorted(by_priority.items(), reverse=True)),
             processing=len(self._processing),
             requeued_on_done=sum(1 for key in self._processing if key in self._dirty),
             waiting_delayed=len(self._waiting),
@@ -340,11 +401,49 @@ class WorkQueue(Generic[K]):
             loop = self._bound_loop()
         return loop.time()
 
-    def _push(self, key: K) -> None:
-        self._queue.append(key)
+    def _push(self, key: K, priority: int, *, wake: bool = True) -> None:
+        """Queue ``key`` at the end of ``priority``'s level (moving it there if it was queued
+        at another: its old entry goes stale)."""
+        if key in self._queued:
+            self._stale += 1
+            if self._stale > 2 * len(self._queued) + 64:
+                self._compact()
+        self._seq += 1
+        self._queued[key] = (priority, self._seq)
+        level = self._levels.get(priority)
+        if level is None:
+            level = self._levels[priority] = deque()
+        level.append((self._seq, key))
         if self._metrics is not None:
-            self._m_depth.set(len(self._queue))
-        self._wake_one()
+            self._m_depth.set(len(self._queued))
+        if wake:
+            self._wake_one()
+
+    def _pop(self) -> tuple[K, int]:
+        """The next key (there is one): the head of the highest level, or the longest-waiting
+        head once lower levels were passed over ``passed_over_limit`` times in a row."""
+        heads: list[tuple[int, int, K]] = []  # (priority, sequence, key), highest level first
+        for priority in sorted(self._levels, reverse=True):
+            level = self._levels[priority]
+            while level and self._queued.get(level[0][1]) != (priority, level[0][0]):
+                level.popleft()  # stale: the key moved to another level
+                self._stale -= 1
+            if not level:
+                del self._levels[priority]
+                continue
+            heads.append((priority, *level[0]))
+        top = heads[0]
+        if len(heads) == 1:
+            self._passed_over = 0
+        elif self._passed_over >= self.passed_over_limit:
+            self._passed_over = 0
+            top = min(heads, key=lambda head: head[1])
+        else:
+            self._passed_over += 1
+        priority, _, key = top
+        self._levels[priority].popleft()
+        del self._queued[key]
+        return key, priority
 
     def _wake_one(self) -> None:
         while self._getters:
@@ -353,6 +452,13 @@ class WorkQueue(Generic[K]):
                 getter.set_result(None)
                 return
 
+    def _compact(self) -> None:
+        """Drop the stale entries: the levels rebuilt from ``_queued``, in add order."""
+        self._levels = {}
+        for key, (priority, seq) in sorted(self._queued.items(), key=lambda kv: kv[1][1]):
+            self._levels.setdefault(priority, deque()).append((seq, key))
+        self._stale = 0
+
     def _fire(self, key: K) -> None:
-        self._waiting.pop(key, None)
-        self.add(key)
+        pending = self._waiting.pop(key, None)
+        self.add(key, priority=pending[2] if pending is not None else NORMAL)

@@ -68,9 +68,12 @@ async def running(
     *,
     namespace: str = "",
     workers: int = 4,
+    qps: float = 200.0,
+    burst: int = 400,
 ) -> AsyncIterator[RunningController]:
+    """``qps``/``burst``: the operator's client-side limit (a low one makes a backlog)."""
     metrics = Metrics()
-    api = await KubeApi.from_config(kubeconfig=kubeconfig, qps=200.0, burst=400, metrics=metrics)
+    api = await KubeApi.from_config(kubeconfig=kubeconfig, qps=qps, burst=burst, metrics=metrics)
     events = EventRecorder(api, component=controller.controller_name, metrics=metrics)
     manager = Manager(
         api,
