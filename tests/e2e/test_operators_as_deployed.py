@@ -98,6 +98,22 @@ def _metrics(port: int) -> str:
         return str(r.read().decode())
 
 
+async def _metrics_after_jobs(port: int, namespace: str, *, mpi: bool) -> str:
+    """The operator's metrics once they count the jobs' ends. A job's end is counted when the
+    operator has the answer to its status write, which can come after this test saw the
+    write through its watch: scrape until it shows (the sample's absence fails the test)."""
+    scraped = _metrics(port)
+    for _ in range(100):
+        if all(
+            anchor_metrics.has_sample(scraped, name, job_namespace=namespace)
+            for name in anchor_metrics.AFTER_A_JOB
+        ) and (not mpi or anchor_metrics.has_sample(scraped, "mpi_operator_jobs_successful_total")):
+            break
+        await asyncio.sleep(0.1)
+        scraped = _metrics(port)
+    return scraped
+
+
 def _forbidden_requests(metrics: str) -> list[str]:
     return [
         line
@@ -282,12 +298,12 @@ async def test_operator_completes_a_job_with_only_its_manifest_rbac(
         # where the API server refuses new pods and events with 403 ("being terminated"): the
         # metrics cannot tell those apart, so they judge every other resource, and the log
         # (API errors carry the job's namespace) judges the job's own namespace.
-        scraped = _metrics(command.metrics_port)
+        serves_mpi = operator in ("mpi-operator", "training-operator")
+        scraped = await _metrics_after_jobs(command.metrics_port, ns, mpi=serves_mpi)
         after = _forbidden_requests(scraped)
         assert _other_than_pods_and_events(after) == _other_than_pods_and_events(before)
         assert _forbidden_in(log, namespace=ns) == []
         # The anchors' metric names and label sets, so their dashboards keep working.
-        serves_mpi = operator in ("mpi-operator", "training-operator")
         expected = dict(anchor_metrics.TRAINING_OPERATOR)
         if serves_mpi:
             expected |= anchor_metrics.MPI_OPERATOR

@@ -62,7 +62,7 @@ async def test_an_mpijob_is_written_once_per_condition_it_reaches(
         ["Created"],
         ["Created", "Running"],
         ["Created", "Succeeded"],
-    ]
+    ], written  # every status as stored, to tell a counter from a message or a second writer
     running_status = written[1]["replicaStatuses"]
     assert running_status["Worker"]["active"] == 2  # the counters came with Running
     assert running_status["Launcher"]["active"] == 1

@@ -96,6 +96,15 @@ async def pods(kube: KubeApi, namespace: str) -> dict[str, Obj]:
     return {p["metadata"]["name"]: p for p in items}
 
 
+async def live_pods(kube: KubeApi, namespace: str) -> dict[str, Obj]:
+    """The pods not being deleted (a deleted pod stays a while: the node finishes it)."""
+    return {
+        name: p
+        for name, p in (await pods(kube, namespace)).items()
+        if not p["metadata"].get("deletionTimestamp")
+    }
+
+
 async def services(kube: KubeApi, namespace: str) -> dict[str, Obj]:
     items, _ = await kube.list(SERVICES, namespace=namespace)
     return {s["metadata"]["name"]: s for s in items}

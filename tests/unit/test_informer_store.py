@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from jobcontroller.runtime.store import OWNER_UID_INDEX, Store, object_key
+from jobcontroller.runtime.store import OWNER_UID_INDEX, Store, object_key, older_than_stored
 
 JOB_LABEL = "training.kubeflow.org/job-name"
 
@@ -144,3 +144,18 @@ class TestReplace:
         diff = store.replace([])
         assert names(diff.deleted) == ["a"]
         assert len(store) == 0
+
+
+class TestOwnWrites:
+    """The status writer stores the job its own PUT returned; a watch event must not take the
+    store back to an older version of it (test_informer_loop.py has the informer's side)."""
+
+    def test_only_integer_versions_of_the_same_object_compare(self) -> None:
+        newer, older = pod("a", rv="100"), pod("a", rv="99")
+        assert older_than_stored(older, newer)
+        assert not older_than_stored(newer, older)
+        assert not older_than_stored(older, None)
+        assert not older_than_stored(pod("a", rv="x9"), newer)  # not an integer: never older
+        recreated = pod("a", rv="99")
+        recreated["metadata"]["uid"] = "another-uid"
+        assert not older_than_stored(recreated, newer)  # another object under the same name

@@ -59,7 +59,14 @@ from jobcontroller.runtime.clock import Clock, monotonic
 from jobcontroller.runtime.kube import ApiError, KubeApi, Resource, WatchInactive
 from jobcontroller.runtime.metrics import Metrics
 from jobcontroller.runtime.projection import intern_strings
-from jobcontroller.runtime.store import Obj, ReplaceDiff, Store, resource_version
+from jobcontroller.runtime.store import (
+    Obj,
+    ReplaceDiff,
+    Store,
+    object_key,
+    older_than_stored,
+    resource_version,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -517,6 +524,11 @@ class Informer:
             self._rv = rv or self._rv
             self._set_gauge()
             await self._emit_delete(obj)
+            return
+        if older_than_stored(obj, self.store.get_by_key(object_key(obj))):
+            # Our own write of it is stored already (see older_than_stored); its own event
+            # follows this one on the watch.
+            self._rv = rv or self._rv
             return
         old = self.store.upsert(obj)
         self._rv = rv or self._rv

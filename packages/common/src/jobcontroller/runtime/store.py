@@ -40,6 +40,30 @@ def resource_version(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion", ""))
 
 
+def older_than_stored(obj: Obj, stored: Obj | None) -> bool:
+    """Whether ``obj`` is an older version of the same object than ``stored``.
+
+    The store is written by the informer and, for the jobs, by the status writer with the
+    object its own PUT returned (controller/status.py): the watch can then bring a version
+    older than the stored one (our previous write, still on its way). Storing it would have
+    the next reconcile plan from the job as it was before (a finished job as running). As
+    client-go's MutationCache does, resourceVersions of one object are compared as the
+    integers the API server makes them (KEP-5504, stable since Kubernetes 1.35, makes that
+    comparison part of the API); one that is not an integer is never older. For watch events
+    only: a relist is the truth, even if it looks older (etcd restored from a backup).
+    """
+    if stored is None:
+        return False
+    meta, stored_meta = obj.get("metadata") or {}, stored.get("metadata") or {}
+    if meta.get("uid") != stored_meta.get("uid"):
+        return False
+    rv, stored_rv = (
+        str(meta.get("resourceVersion", "")),
+        str(stored_meta.get("resourceVersion", "")),
+    )
+    return rv.isdigit() and stored_rv.isdigit() and int(rv) < int(stored_rv)
+
+
 def controller_owner_uid(obj: Obj) -> list[str]:
     """The uid of the ownerReference with ``controller: true`` (at most one by API rules)."""
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
