@@ -135,7 +135,8 @@ def huge_cases() -> list[tuple[str, str, Obj]]:
     cases = []
     for kind in KINDS:
         for workers, label in ((100_000, "100,000"), (INT32_MAX, "2,147,483,647")):
-            name = f"huge-{'1e5' if workers == 100_000 else 'int32'}"
+            # A name per kind: two kinds' jobs of one name would want the same pod names.
+            name = f"huge-{kind.kind.lower()}-{'1e5' if workers == 100_000 else 'int32'}"
             body = kind.job(name, _huge_counts(kind, workers), pending=True)
             cases.append((kind.kind, f"Worker replicas {label}", body))
     pytorch, mpi = BY_KIND["PyTorchJob"], BY_KIND["MPIJob"]
@@ -219,7 +220,14 @@ async def _verdict(
         failed = _condition(job, "Failed")
         if failed is not None:
             return "Failed", f"{failed.get('reason')}: {failed.get('message')}"
-        pods, _ = await kube.list(PODS, namespace=ns, label_selector=f"{JOB_NAME}={name}")
+        # The label is the job's name, which a job of another kind may share: the owner decides.
+        uid = job["metadata"]["uid"]
+        labelled, _ = await kube.list(PODS, namespace=ns, label_selector=f"{JOB_NAME}={name}")
+        pods = [
+            p
+            for p in labelled
+            if any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or ())
+        ]
         if pods:
             return "running (bounded passes)", f"{len(pods)} pods so far"
         await asyncio.sleep(0.5)
