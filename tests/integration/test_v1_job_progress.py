@@ -7,6 +7,7 @@ are refused and change nothing. The operator's own status writes keep what was r
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import ssl
 from collections.abc import AsyncIterator
@@ -14,12 +15,23 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import pytest
 import pytest_asyncio
 from bound_tokens import SA, bound_token
 
 from jobcontroller import MAX_BODY_BYTES, ProgressSettings, ProgressTarget
+from jobcontroller.controller import progressserver
 from jobcontroller.controller.progressserver import ProgressServer
-from jobcontroller.runtime.kube import CONFIGMAPS, PODS, KubeApi, Resource
+from jobcontroller.runtime.kube import (
+    CONFIGMAPS,
+    NAMESPACES,
+    PODS,
+    SECRETS,
+    ApiError,
+    KubeApi,
+    Resource,
+)
+from jobcontroller.runtime.servingcert import ServingCert
 from jobcontroller.testing.operator import RunningController, running
 from jobcontroller.testing.waiting import wait_for
 from kfjob.progress_report import ProgressReporter
@@ -263,3 +275,34 @@ async def test_reports_not_from_the_jobs_own_pods_are_refused(
             what=f"{name} at {want}",
         )
         assert _progress(job).get("progressPercentage") == want
+
+
+async def test_the_certificate_is_made_once_while_its_secret_cannot_be_stored(
+    kube: KubeApi, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Secret that cannot be created yet (here: its namespace does not exist) is retried;
+    the pair made for the first attempt is the one stored once it can be, not a new key per
+    retry (each is a child process)."""
+    made: list[ServingCert] = []
+    real = progressserver.serving_cert_from_child
+
+    async def counted(**kwargs: Any) -> ServingCert:
+        made.append(await real(**kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(progressserver, "serving_cert_from_child", counted)
+    later = f"{namespace}-later"
+    settings = ProgressSettings(port=0, bind_address="127.0.0.1", namespace=later, service="op")
+    server = ProgressServer(settings=settings, api=kube)
+    with pytest.raises(ApiError) as refused:
+        await server._ensure_cert()
+    assert refused.value.status == 404
+    await kube.create(NAMESPACES, {"metadata": {"name": later}})
+    try:
+        cert = await server._ensure_cert()
+        secret = await kube.get(SECRETS, settings.secret_name, namespace=later)
+        again = await server._ensure_cert()  # the next start: read from the Secret
+    finally:
+        await kube.delete(NAMESPACES, later)
+    assert len(made) == 1 and cert == made[0] == again
+    assert base64.b64decode(secret["data"]["tls.key"]).decode() == cert.key_pem

@@ -63,7 +63,7 @@ from jobcontroller.core.progress import (
 )
 from jobcontroller.runtime.kube import SECRETS, ApiError, KubeApi, Resource
 from jobcontroller.runtime.progressflags import ProgressSettings
-from jobcontroller.runtime.servingcert import ServingCert, new_serving_cert
+from jobcontroller.runtime.servingcert import ServingCert, serving_cert_from_child
 
 __all__ = ["Coalescer", "ProgressServer", "progress_rules"]
 
@@ -177,6 +177,7 @@ class ProgressServer:
         self.metrics = ProgressMetrics(registry)
         self.cert: ServingCert | None = None
         """Set once the certificate is loaded: the CA the pods get is ``cert.ca_pem``."""
+        self._made: ServingCert | None = None  # made, not yet stored in the Secret
         self.port: int | None = None
         self.first_attempt_done = False
         """Whether the certificate was asked for once (had or not): the controllers hold
@@ -290,7 +291,12 @@ class ProgressServer:
         except ApiError as exc:
             if exc.status != 404:
                 raise
-        cert = new_serving_cert(hosts=self.settings.hosts, now=self._clock())
+        # Made once, in a child process (cryptography's memory stays out of the operator),
+        # and kept across retries: a Secret that cannot be created yet (no namespace, no
+        # permission) does not cost a new pair every retry.
+        if self._made is None:
+            self._made = await serving_cert_from_child(hosts=self.settings.hosts, now=self._clock())
+        cert = self._made
         secret = {
             "apiVersion": "v1",
             "kind": "Secret",

@@ -6,19 +6,27 @@ rotator's); this operator has no webhook, so it makes one pair at first start an
 a Secret, where every replica finds the same one. ECDSA P-256; valid ten years; there is no
 rotation: deleting the Secret and restarting the operator makes a new pair, which jobs
 created afterwards get (running pods keep the CA they mounted).
+
+The operator makes the pair in a child process (:func:`serving_cert_from_child`): cryptography
+costs about 11 MB resident once imported, and an operator keeps whatever it imported for
+life, so the one start that makes the pair would keep that cost. This module therefore
+imports nothing outside the standard library at its top: the child runs it as a script.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import ipaddress
-from dataclasses import dataclass
+import json
+import sys
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cryptography import x509
 
-__all__ = ["ServingCert", "new_serving_cert"]
+__all__ = ["ServingCert", "new_serving_cert", "serving_cert_from_child"]
 
 _VALIDITY = dt.timedelta(days=3650)
 
@@ -42,8 +50,8 @@ def _san(host: str) -> x509.GeneralName:
 def new_serving_cert(*, hosts: list[str], now: dt.datetime) -> ServingCert:
     """A fresh CA and a serving certificate for ``hosts`` (DNS names or IPs) signed by it.
 
-    cryptography (about 10 MB resident) is imported here, not at start: a replica that finds
-    the pair in its Secret, as every start after a cluster's first does, never loads it."""
+    cryptography is imported here, not at start; the operator calls this in a child
+    (:func:`serving_cert_from_child`), so its own process never loads it."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -100,3 +108,29 @@ def new_serving_cert(*, hosts: list[str], now: dt.datetime) -> ServingCert:
             pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
         ).decode(),
     )
+
+
+async def serving_cert_from_child(*, hosts: list[str], now: dt.datetime) -> ServingCert:
+    """:func:`new_serving_cert`, made by this module run as a script in a child interpreter
+    (``-P``: the script's directory, which holds modules named like the standard library's,
+    is not put on the path). A child that fails raises ``OSError`` with its stderr's end."""
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-P",
+        __file__,
+        json.dumps({"hosts": hosts, "now": now.isoformat()}),
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await child.communicate()
+    if child.returncode != 0:
+        tail = err.decode(errors="replace").strip().splitlines()[-3:]
+        raise OSError(f"making the serving certificate failed: {' / '.join(tail)}")
+    return ServingCert(**json.loads(out))
+
+
+if __name__ == "__main__":
+    ask = json.loads(sys.argv[1])
+    made = new_serving_cert(hosts=ask["hosts"], now=dt.datetime.fromisoformat(ask["now"]))
+    print(json.dumps(asdict(made)))
