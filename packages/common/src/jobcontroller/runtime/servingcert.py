@@ -123,7 +123,12 @@ async def serving_cert_from_child(*, hosts: list[str], now: dt.datetime) -> Serv
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await child.communicate()
+    try:
+        out, err = await child.communicate()
+    except BaseException:  # cancelled (the operator stops): no child outlives it
+        child.kill()
+        await asyncio.shield(child.wait())
+        raise
     if child.returncode != 0:
         tail = err.decode(errors="replace").strip().splitlines()[-3:]
         raise OSError(f"making the serving certificate failed: {' / '.join(tail)}")
