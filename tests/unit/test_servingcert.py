@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import os
 import ssl
 import subprocess
 import sys
@@ -74,3 +75,30 @@ def test_a_child_that_fails_is_an_oserror_with_its_words(monkeypatch: pytest.Mon
     monkeypatch.setattr(servingcert.sys, "executable", "/bin/sh")
     with pytest.raises(OSError, match=r"making the serving certificate failed: .*-P"):
         asyncio.run(serving_cert_from_child(hosts=["a.svc"], now=NOW))
+
+
+def test_an_operator_stopping_while_the_child_runs_leaves_no_child(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Cancelled (the operator stops) while the pair is being made: the child is killed and
+    reaped, not left running past its parent."""
+    pidfile = tmp_path / "pid"
+    slow = tmp_path / "slow-python"
+    slow.write_text(f"#!/bin/sh\necho $$ > {pidfile}\nexec sleep 60\n")
+    slow.chmod(0o755)
+    monkeypatch.setattr(servingcert.sys, "executable", str(slow))
+
+    async def stop_while_making() -> int:
+        making = asyncio.ensure_future(serving_cert_from_child(hosts=["a.svc"], now=NOW))
+        for _ in range(500):
+            if pidfile.exists() and pidfile.read_text().strip():
+                break
+            await asyncio.sleep(0.01)
+        making.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await making
+        return int(pidfile.read_text())
+
+    pid = asyncio.run(stop_while_making())
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
