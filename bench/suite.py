@@ -184,6 +184,10 @@ class Proc:
     started: float
     ready: float = 0.0
     cpu_at_ready: float = 0.0
+    metrics: Callable[[], str] | None = None
+    """Its Prometheus text (ours): with ``BENCH_METRICS=1`` a burst writes it, 3 s after
+    the last job is done, to ``<scenario>.metrics.txt`` beside the results (the scrape's own
+    CPU then counts in ``cpu_seconds``)."""
 
     def stats(self) -> tuple[float, float, float]:
         """(RSS MB, peak RSS MB, CPU seconds). The CPU counts the children the process has
@@ -265,7 +269,7 @@ async def start_ours(
                 os.environ.pop("PYTHONPATH", None)
             else:
                 os.environ["PYTHONPATH"] = env_before
-    proc = Proc("ours", op.pid, op.close, op.log, started)
+    proc = Proc("ours", op.pid, op.close, op.log, started, metrics=op.metrics)
     await _wait(lambda: _ready_http(op.health_port) or _dead(op), "ours ready", 120)
     assert op.alive, op.tail()
     proc.ready = time.monotonic() - started
@@ -651,6 +655,8 @@ async def burst_operator(
                 out.seconds_to_all_done = round(await wait_done(kube, res, len(jobs), 900), 2)
                 await asyncio.sleep(3)
                 cpu_done = proc.stats()[2]
+                if proc.metrics is not None and os.environ.get("BENCH_METRICS"):
+                    (RESULTS / f"{base.name}.metrics.txt").write_text(proc.metrics())
                 items = await events_settled(kube)
                 _, peak, cpu = proc.stats()
                 out.cpu_seconds = round(cpu - proc.cpu_at_ready, 2)

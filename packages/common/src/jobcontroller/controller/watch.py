@@ -189,6 +189,11 @@ class Watch:
         key, controlled = self.owner_job_key(obj)
         if key is None or self.queue is None:
             return
+        if not controlled and key not in self.job_store:
+            # Another kind's child (every kind's pods wear the job-name label), or an object
+            # of a job this controller has not seen: nothing to plan. A job that appears later
+            # is queued by its own event and finds the object in the cache then.
+            return
         expectations = self._states.expectations
         # Only objects the job controls settle its expectations: it raised them for those.
         if controlled and created:
