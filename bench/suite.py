@@ -685,6 +685,7 @@ def _profile(proc: Proc, base: Path) -> subprocess.Popen[bytes] | None:
         return None
     out = RESULTS / f"{base.name}.pyspy.txt"
     argv = [spy, "record", "-p", str(proc.pid), "-r", "250", "-f", "raw", "-o", str(out)]
+    argv += os.environ.get("BENCH_PYSPY_ARGS", "").split()
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

@@ -105,10 +105,15 @@ class JAXJob(JobModel[JAXJobSpec]):
     )
 
 
-def default_jaxjob(job: JAXJob) -> JAXJob:
-    """v1.9's SetDefaults_JAXJob, as a pure function returning a new object."""
+def default_jaxjob(job: JAXJob, *, in_place: bool = False) -> JAXJob:
+    """v1.9's SetDefaults_JAXJob, as a pure function returning a new object
+    (with ``in_place``, the input itself: for a model parsed for this call only)."""
     return default_job(
-        job, restart_policy=RestartPolicy.NEVER, port_name=JAX_PORT_NAME, port=JAX_PORT
+        job,
+        restart_policy=RestartPolicy.NEVER,
+        port_name=JAX_PORT_NAME,
+        port=JAX_PORT,
+        in_place=in_place,
     )
 
 

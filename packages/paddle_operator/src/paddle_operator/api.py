@@ -152,10 +152,15 @@ class PaddleJob(JobModel[PaddleJobSpec]):
     )
 
 
-def default_paddlejob(job: PaddleJob) -> PaddleJob:
-    """v1.9's SetDefaults_PaddleJob, as a pure function returning a new object."""
+def default_paddlejob(job: PaddleJob, *, in_place: bool = False) -> PaddleJob:
+    """v1.9's SetDefaults_PaddleJob, as a pure function returning a new object
+    (with ``in_place``, the input itself: for a model parsed for this call only)."""
     job = default_job(
-        job, restart_policy=RestartPolicy.ON_FAILURE, port_name=PADDLE_PORT_NAME, port=PADDLE_PORT
+        job,
+        restart_policy=RestartPolicy.ON_FAILURE,
+        port_name=PADDLE_PORT_NAME,
+        port=PADDLE_PORT,
+        in_place=in_place,
     )
     spec = job.spec
     elastic = spec.elastic_policy

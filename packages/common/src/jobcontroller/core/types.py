@@ -360,7 +360,8 @@ class FrameworkOf(ABC, Generic[JobT]):
                 )
 
     def set_defaults(self, job: JobT) -> JobT:
-        """A defaulted copy of ``job``."""
+        """``job`` with its kind's defaults. The planner passes a model parsed for this call
+        only, which a framework may default in place."""
         return job
 
     def validate(self, job: JobT) -> list[str]:
