@@ -679,7 +679,8 @@ async def burst_operator(
 
 def _profile(proc: Proc, base: Path) -> subprocess.Popen[bytes] | None:
     """With ``BENCH_PYSPY=/path/to/py-spy``: our process sampled from submission to the end,
-    written as collapsed stacks (``ours.pyspy.txt``) beside the scenario's results."""
+    written as collapsed stacks (``<scenario>.pyspy.txt``) beside the scenario's results;
+    ``BENCH_PYSPY_ARGS`` adds py-spy options (``--native``: the event loop's C frames too)."""
     spy = os.environ.get("BENCH_PYSPY")
     if not spy:
         return None
