@@ -80,14 +80,6 @@ def test_defaulting_is_pure() -> None:
     assert job.to_dict() == before
 
 
-def test_defaulting_in_place_gives_what_the_pure_defaulting_gives() -> None:
-    # The planner defaults the model it has just parsed in place, saving a deep copy.
-    pure = default_tfjob(_job({"worker": _replica(None), "ps": _replica(2)}))
-    job = _job({"worker": _replica(None), "ps": _replica(2)})
-    assert default_tfjob(job, in_place=True) is job
-    assert job.to_dict() == pure.to_dict()
-
-
 def test_defaulting_puts_the_port_on_container_zero_without_a_tensorflow_container() -> None:
     job = default_tfjob(_job({"Worker": _replica(1, [_container("main"), _container("side")])}))
     containers = job.spec.tf_replica_specs["Worker"].template["spec"]["containers"]

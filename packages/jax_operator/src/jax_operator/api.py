@@ -105,15 +105,10 @@ class JAXJob(JobModel[JAXJobSpec]):
     )
 
 
-def default_jaxjob(job: JAXJob, *, in_place: bool = False) -> JAXJob:
-    """v1.9's SetDefaults_JAXJob, as a pure function returning a new object
-    (with ``in_place``, the input itself: for a model parsed for this call only)."""
+def default_jaxjob(job: JAXJob) -> JAXJob:
+    """v1.9's SetDefaults_JAXJob, as a pure function returning a new object."""
     return default_job(
-        job,
-        restart_policy=RestartPolicy.NEVER,
-        port_name=JAX_PORT_NAME,
-        port=JAX_PORT,
-        in_place=in_place,
+        job, restart_policy=RestartPolicy.NEVER, port_name=JAX_PORT_NAME, port=JAX_PORT
     )
 
 

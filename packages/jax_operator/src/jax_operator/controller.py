@@ -35,7 +35,7 @@ class JAXJobController(JobController[JAXJob]):
 
     @override
     def set_defaults(self, job: JAXJob) -> JAXJob:
-        return default_jaxjob(job, in_place=True)  # the planner parses it afresh
+        return default_jaxjob(job)
 
     @override
     def validate(self, job: JAXJob) -> list[str]:

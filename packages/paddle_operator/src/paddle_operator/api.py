@@ -152,15 +152,10 @@ class PaddleJob(JobModel[PaddleJobSpec]):
     )
 
 
-def default_paddlejob(job: PaddleJob, *, in_place: bool = False) -> PaddleJob:
-    """v1.9's SetDefaults_PaddleJob, as a pure function returning a new object
-    (with ``in_place``, the input itself: for a model parsed for this call only)."""
+def default_paddlejob(job: PaddleJob) -> PaddleJob:
+    """v1.9's SetDefaults_PaddleJob, as a pure function returning a new object."""
     job = default_job(
-        job,
-        restart_policy=RestartPolicy.ON_FAILURE,
-        port_name=PADDLE_PORT_NAME,
-        port=PADDLE_PORT,
-        in_place=in_place,
+        job, restart_policy=RestartPolicy.ON_FAILURE, port_name=PADDLE_PORT_NAME, port=PADDLE_PORT
     )
     spec = job.spec
     elastic = spec.elastic_policy

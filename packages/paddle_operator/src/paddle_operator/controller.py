@@ -43,7 +43,7 @@ class PaddleJobController(JobController[PaddleJob]):
 
     @override
     def set_defaults(self, job: PaddleJob) -> PaddleJob:
-        return default_paddlejob(job, in_place=True)  # the planner parses it afresh
+        return default_paddlejob(job)
 
     @override
     def validate(self, job: PaddleJob) -> list[str]:

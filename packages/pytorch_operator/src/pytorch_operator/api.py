@@ -253,15 +253,13 @@ class PyTorchJob(JobModel[PyTorchJobSpec]):
     )
 
 
-def default_pytorchjob(job: PyTorchJob, *, in_place: bool = False) -> PyTorchJob:
-    """The anchor's SetDefaults_PyTorchJob, as a pure function returning a new object
-    (with ``in_place``, the input itself: for a model parsed for this call only)."""
+def default_pytorchjob(job: PyTorchJob) -> PyTorchJob:
+    """The anchor's SetDefaults_PyTorchJob, as a pure function returning a new object."""
     job = default_job(
         job,
         restart_policy=RestartPolicy.ON_FAILURE,
         port_name=PYTORCH_PORT_NAME,
         port=PYTORCH_PORT,
-        in_place=in_place,
     )
     spec = job.spec
     elastic = spec.elastic_policy

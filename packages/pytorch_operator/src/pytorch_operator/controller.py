@@ -78,7 +78,7 @@ class PyTorchJobController(JobController[PyTorchJob]):
 
     @override
     def set_defaults(self, job: PyTorchJob) -> PyTorchJob:
-        return default_pytorchjob(job, in_place=True)  # the planner parses it afresh
+        return default_pytorchjob(job)
 
     @override
     def validate(self, job: PyTorchJob) -> list[str]:

@@ -138,16 +138,9 @@ class TFJob(JobModel[TFJobSpec]):
     )
 
 
-def default_tfjob(job: TFJob, *, in_place: bool = False) -> TFJob:
-    """The anchor's SetDefaults_TFJob, as a pure function returning a new object
-    (with ``in_place``, the input itself: for a model parsed for this call only)."""
-    job = default_job(
-        job,
-        restart_policy=RestartPolicy.NEVER,
-        port_name=TF_PORT_NAME,
-        port=TF_PORT,
-        in_place=in_place,
-    )
+def default_tfjob(job: TFJob) -> TFJob:
+    """The anchor's SetDefaults_TFJob, as a pure function returning a new object."""
+    job = default_job(job, restart_policy=RestartPolicy.NEVER, port_name=TF_PORT_NAME, port=TF_PORT)
     if job.spec.success_policy is None:
         job.spec.success_policy = SuccessPolicy.DEFAULT
     return job

@@ -50,7 +50,7 @@ class TFJobController(JobController[TFJob]):
 
     @override
     def set_defaults(self, job: TFJob) -> TFJob:
-        return default_tfjob(job, in_place=True)  # the planner parses it afresh
+        return default_tfjob(job)
 
     @override
     def validate(self, job: TFJob) -> list[str]:

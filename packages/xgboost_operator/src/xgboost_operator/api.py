@@ -96,15 +96,10 @@ class XGBoostJob(JobModel[XGBoostJobSpec]):
     )
 
 
-def default_xgboostjob(job: XGBoostJob, *, in_place: bool = False) -> XGBoostJob:
-    """The anchor's SetDefaults_XGBoostJob, as a pure function returning a new object
-    (with ``in_place``, the input itself: for a model parsed for this call only)."""
+def default_xgboostjob(job: XGBoostJob) -> XGBoostJob:
+    """The anchor's SetDefaults_XGBoostJob, as a pure function returning a new object."""
     return default_job(
-        job,
-        restart_policy=RestartPolicy.NEVER,
-        port_name=XGBOOST_PORT_NAME,
-        port=XGBOOST_PORT,
-        in_place=in_place,
+        job, restart_policy=RestartPolicy.NEVER, port_name=XGBOOST_PORT_NAME, port=XGBOOST_PORT
     )
 
 

@@ -49,7 +49,7 @@ class XGBoostJobController(JobController[XGBoostJob]):
 
     @override
     def set_defaults(self, job: XGBoostJob) -> XGBoostJob:
-        return default_xgboostjob(job, in_place=True)  # the planner parses it afresh
+        return default_xgboostjob(job)
 
     @override
     def validate(self, job: XGBoostJob) -> list[str]:

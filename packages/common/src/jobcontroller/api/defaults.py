@@ -26,18 +26,14 @@ def default_job(
     port_name: str | None = None,
     port: int | None = None,
     clean_pod_policy: CleanPodPolicy = CleanPodPolicy.NONE,
-    in_place: bool = False,
 ) -> JobT:
     """A defaulted deep copy of ``job``: ``runPolicy.cleanPodPolicy`` (``None`` unless
     given) and ``suspend`` (false) when absent; replica types renamed to their canonical case
     (``master`` -> ``Master``, from the model's ``REPLICA_TYPES``); in every replica spec
     ``replicas`` 1 and ``restartPolicy`` when absent; and, with ``port_name`` and ``port``, that
     port on the model's default container (or the first) unless a port of that name exists.
-    The input is never modified, unless ``in_place`` (for a model parsed for this call only:
-    the planner parses the job afresh on each pass, and a deep copy of it was 3% of a TFJob
-    burst's CPU)."""
-    if not in_place:
-        job = job.model_copy(deep=True)
+    The input is never modified."""
+    job = job.model_copy(deep=True)
     run_policy = job.spec.run_policy
     if run_policy.clean_pod_policy is None:
         run_policy.clean_pod_policy = clean_pod_policy

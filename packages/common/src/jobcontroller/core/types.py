@@ -360,8 +360,8 @@ class FrameworkOf(ABC, Generic[JobT]):
                 )
 
     def set_defaults(self, job: JobT) -> JobT:
-        """``job`` with its kind's defaults. The planner passes a model parsed for this call
-        only, which a framework may default in place."""
+        """A defaulted copy of ``job``. Copy before writing: the model's templates are the
+        informer's cached dicts (pydantic passes ``Any`` values through)."""
         return job
 
     def validate(self, job: JobT) -> list[str]:
