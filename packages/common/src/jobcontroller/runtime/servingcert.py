@@ -126,7 +126,8 @@ async def serving_cert_from_child(*, hosts: list[str], now: dt.datetime) -> Serv
     try:
         out, err = await child.communicate()
     except BaseException:  # cancelled (the operator stops): no child outlives it
-        child.kill()
+        if child.returncode is None:  # one that has just ended and been reaped cannot be killed
+            child.kill()
         await asyncio.shield(child.wait())
         raise
     if child.returncode != 0:
