@@ -27,6 +27,7 @@ from jobcontroller.api import (
     Required,
     RestartPolicies,
     RestartPolicy,
+    deep_copy,
     replica_rule_errors,
     replica_specs_path,
 )
@@ -183,7 +184,7 @@ class MPIJob(JobModel[MPIJobSpec]):
 
 def default_mpijob(job: MPIJob) -> MPIJob:
     """mpi-operator's SetDefaults_MPIJob (v2beta1), as a pure function returning a new object."""
-    return default_mpijob_in_place(job.model_copy(deep=True))
+    return default_mpijob_in_place(deep_copy(job))
 
 
 def default_mpijob_in_place(job: MPIJob) -> MPIJob:

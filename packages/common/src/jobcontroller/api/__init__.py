@@ -46,6 +46,7 @@ from jobcontroller.api.crd import (
     cel_root_rules,
     crd_to_yaml,
 )
+from jobcontroller.api.deepcopy import deep_copy
 from jobcontroller.api.defaults import (
     canonical_replica_types,
     default_job,
@@ -126,6 +127,7 @@ __all__ = [
     "cel_ratcheted",
     "cel_root_rules",
     "crd_to_yaml",
+    "deep_copy",
     "default_job",
     "format_time",
     "job_errors",

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from jobcontroller.api.common import CleanPodPolicy, JobModel, ReplicaSpec, RestartPolicy
+from jobcontroller.api.deepcopy import deep_copy
 
 __all__ = ["canonical_replica_types", "default_job", "replica_port", "set_default_port"]
 
@@ -33,7 +34,7 @@ def default_job(
     ``replicas`` 1 and ``restartPolicy`` when absent; and, with ``port_name`` and ``port``, that
     port on the model's default container (or the first) unless a port of that name exists.
     The input is never modified."""
-    job = job.model_copy(deep=True)
+    job = deep_copy(job)
     run_policy = job.spec.run_policy
     if run_policy.clean_pod_policy is None:
         run_policy.clean_pod_policy = clean_pod_policy

@@ -9,11 +9,11 @@ it. Its counts are the replica type's status, read back on every reconcile.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobcontroller.api.common import CleanPodPolicy, JobModel, JobStatus, ReplicaStatus
+from jobcontroller.api.deepcopy import deep_copy
 from jobcontroller.core.childspec import Child
 from jobcontroller.core.conditions import is_finished
 from jobcontroller.core.gang import GANG_GENERATION_ANNOTATION, gang_generation, restart_all
@@ -97,8 +97,8 @@ def batch_job_child(
     body: Obj = {
         "apiVersion": "batch/v1",
         "kind": JOB,
-        "metadata": copy.deepcopy(metadata or {}),
-        "spec": {**copy.deepcopy(spec), "suspend": suspend},
+        "metadata": deep_copy(metadata or {}),
+        "spec": {**deep_copy(spec), "suspend": suspend},
     }
     if carries_run_policy:
         body["spec"] = {**run_policy_fields(job), **body["spec"]}

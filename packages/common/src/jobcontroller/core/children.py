@@ -21,12 +21,12 @@ and adopted when the object in the way turns out to be the job's own.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from jobcontroller.api.common import JobModel
+from jobcontroller.api.deepcopy import deep_copy
 from jobcontroller.core.childspec import Child, Children
 from jobcontroller.core.names import (
     JOB_NAME_LABEL,
@@ -72,7 +72,7 @@ class ChildPlan:
 
 def child_body(job: JobModel[Any], child: Child, *, controller_name: str) -> Obj:
     """The complete object to create for ``child``."""
-    body = copy.deepcopy(child.body)
+    body = deep_copy(child.body)
     own = body.pop("metadata", None) or {}
     metadata: Obj = {
         "name": child.name,

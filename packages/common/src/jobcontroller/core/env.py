@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from jobcontroller.api.deepcopy import deep_copy
 
 __all__ = ["set_env"]
 
@@ -46,4 +47,4 @@ def set_env(
         else:
             defined = {item.get("name") for item in current}
             added = [item for item in items if item["name"] not in defined]
-        container["env"] = current + copy.deepcopy(added)
+        container["env"] = current + deep_copy(added)

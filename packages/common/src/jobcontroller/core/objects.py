@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from jobcontroller.api.common import JobModel, ReplicaSpec
+from jobcontroller.api.deepcopy import deep_copy
 from jobcontroller.core.gang import GANG_GENERATION_ANNOTATION, gang_generation, restart_all
 from jobcontroller.core.names import (
     JOB_ROLE_LABEL,
@@ -71,7 +71,7 @@ def build_template(
     ``labels`` over the template's own, ``configure`` (the cluster wiring) applied, the
     ``restart_policy`` (``Never`` under a whole-gang restart, which also stamps the gang
     generation) and the gang's scheduler."""
-    template: Obj = copy.deepcopy(spec.template)
+    template: Obj = deep_copy(spec.template)
     metadata = template.get("metadata")
     if not isinstance(metadata, dict):
         metadata = template["metadata"] = {}

@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from jobcontroller.api.common import JobConditionType, ReplicaStatus
+from jobcontroller.api.deepcopy import deep_copy
 from jobcontroller.core.batchjob import child_replica_statuses
 from jobcontroller.core.children import reconcile_children
 from jobcontroller.core.conditions import (
@@ -142,7 +143,7 @@ def plan(
         observed=observed,
         now=exact_now,
         config=config,
-        status=job.status.model_copy(deep=True),
+        status=deep_copy(job.status),
     )
     ensure_created(ctx)
     if not is_finished(ctx.status):
@@ -353,13 +354,15 @@ def _update_status(
     asks for has no pod at all: a PyTorchJob whose workers the API server refuses must not
     report Succeeded once its master exits (nor an MPIJob once its launcher does). Such a job
     waits for its pods, or fails for the refusal (see ``_creation_refused``)."""
-    before = ctx.status.model_copy(deep=True)
-    events = ctx.fw.update_status(ctx.job, ctx.status, replicas=replicas, now=ctx.now)
     specs = ctx.job.replica_specs()
     podless = [
         rtype for rtype, pods in current.items() if not pods and (specs[rtype].replicas or 0) > 0
     ]
-    if podless and is_succeeded(ctx.status) and not is_succeeded(before):
+    # The status as it was, to go back to, only when the rule can apply (a copy per pass
+    # otherwise, for nothing).
+    before = deep_copy(ctx.status) if podless and not is_succeeded(ctx.status) else None
+    events = ctx.fw.update_status(ctx.job, ctx.status, replicas=replicas, now=ctx.now)
+    if before is not None and is_succeeded(ctx.status):
         ctx.status = before
         return
     ctx.events.extend(events)

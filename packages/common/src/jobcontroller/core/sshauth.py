@@ -11,8 +11,9 @@ just before the create. The keys go to the API server only; nothing here logs th
 from __future__ import annotations
 
 import base64
-import copy
 from typing import Any
+
+from jobcontroller.api.deepcopy import deep_copy
 
 __all__ = [
     "SSH_AUTH_SECRET_TYPE",
@@ -60,7 +61,7 @@ def with_ssh_key_pair(secret: dict[str, Any]) -> dict[str, Any]:
     if has_ssh_key_pair(secret):
         return secret
     private, public = generate_ssh_key_pair()
-    out = copy.deepcopy(secret)
+    out = deep_copy(secret)
     out["data"] = {
         SSH_PRIVATE_KEY: base64.b64encode(private).decode(),
         SSH_PUBLIC_KEY: base64.b64encode(public).decode(),

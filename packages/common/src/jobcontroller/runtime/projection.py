@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import sys
 from collections.abc import Mapping
-from typing import Any, Final, NoReturn
+from typing import Any, ClassVar, Final, NoReturn
 
 from typing_extensions import override
 
@@ -131,6 +131,11 @@ class Projected(dict[str, Any]):
     ``copy.deepcopy``) is a writable :class:`Projected`, still refused."""
 
     __slots__ = ()
+    #: What its copies are (jobcontroller.api.deepcopy; ``copy.deepcopy`` agrees).
+    __copy_as__: ClassVar[type[dict[str, Any]]]
+
+
+Projected.__copy_as__ = Projected
 
 
 class DroppedFieldRead(AssertionError):
@@ -151,6 +156,7 @@ class _Frozen(Projected):
     writes, since its parts are shared with other cached objects."""
 
     __slots__ = ()
+    __copy_as__ = Projected
     __setitem__ = __delitem__ = __ior__ = _refuse
     clear = pop = popitem = setdefault = update = _refuse
 
@@ -167,6 +173,7 @@ class SharedDict(dict[str, Any]):
     second their conditions): read-only and hashable. Its copies are plain, writable dicts."""
 
     __slots__ = ()
+    __copy_as__ = dict
     __setitem__ = __delitem__ = __ior__ = _refuse
     clear = pop = popitem = setdefault = update = _refuse
 
@@ -185,6 +192,7 @@ class SharedList(list[Any]):
     """A list inside a cached object, shared as a :class:`SharedDict` is."""
 
     __slots__ = ()
+    __copy_as__ = list
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
     append = clear = extend = insert = pop = remove = reverse = sort = _refuse
 
@@ -348,6 +356,7 @@ class _Guarded(dict[str, Any]):
     dropped is looked up (``[]``, ``get``, ``in``); for tests."""
 
     __slots__ = ("_dropped", "_where")
+    __copy_as__ = dict
 
     def __init__(self, data: dict[str, Any], dropped: frozenset[str], where: str) -> None:
         super().__init__(data)
