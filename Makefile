@@ -143,12 +143,14 @@ BENCH ?=
 bench: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) --group bench python bench/suite.py $(BENCH)
 
-# The micro-benchmarks: work queue, informer, in-process TFJob throughput, each script's footprint.
+# The micro-benchmarks: work queue, informer, in-process TFJob throughput, each script's footprint,
+# the planner's CPU per reconcile.
 bench-micro: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python bench/bench_workqueue.py
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python bench/bench_informer.py
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python bench/bench_tfjobs.py
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python bench/bench_footprint.py
+	$(PY) python bench/bench_plan.py
 
 clean: cluster-down
 	rm -rf .venv .venv-uv .pytest_cache .mypy_cache .ruff_cache
