@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from jobcontroller.api.common import JobModel
+from jobcontroller.api.deepcopy import deep_copy
 from jobcontroller.core.objects import build_pod
 from jobcontroller.core.types import FrameworkOf, JobT, PlanConfig
 
@@ -85,7 +86,7 @@ def _containers(job: JobModel[Any], rtype: str) -> int:
 def _unit_copy(job: JobT) -> JobT:
     """The job with at most two replicas of each type: its pods are the real pods' shape with
     the growing env of a tiny job (two, so a job that is distributed stays distributed)."""
-    unit = job.model_copy(deep=True)
+    unit = deep_copy(job)
     for spec in unit.replica_specs().values():
         spec.replicas = min(spec.replicas or 0, 2)
     return unit
