@@ -151,6 +151,7 @@ bench-micro: bootstrap control-plane
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python bench/bench_tfjobs.py
 	JOBCONTROLLER_K8S_BIN=$$(bash hack/build-control-plane.sh | tail -n1) $(PY) python bench/bench_footprint.py
 	$(PY) python bench/bench_plan.py
+	$(PY) python bench/bench_logging.py
 
 clean: cluster-down
 	rm -rf .venv .venv-uv .pytest_cache .mypy_cache .ruff_cache

@@ -196,9 +196,46 @@ def test_an_event_older_than_our_own_stored_write_does_not_take_the_store_back()
     ]
     run_until_idle(api, informer)
     assert seen == ["Failed", "Failed"]
-    assert rec.calls == [("add", "job"), ("update", "job", "12", "12")]
+    # The second is the version stored already: no handler runs for it (its reconcile would
+    # plan from what the last one planned from), see the test below.
+    assert rec.calls == [("add", "job")]
     assert informer.statistics().events == 2  # both counted, and the watch resumes after them
     assert api.watch_calls[-1]["resource_version"] == "12"
+
+
+def test_the_version_stored_already_is_skipped_and_any_other_is_applied() -> None:
+    # Our status write's own event (the writer cached its PUT's answer) changes nothing; an
+    # object recreated under the same name with the same resourceVersion string, a newer
+    # version, and a delete are all applied and handled.
+    api = ScriptedApi()
+    api.lists = [([cm("job", "10", status="Created")], "10")]
+    informer, rec, _ = make(api)
+
+    def own_write() -> None:
+        informer.store.upsert(cm("job", "11", status="Running"))
+
+    recreated = cm("job", "11", status="Created")
+    recreated["metadata"]["uid"] = "another"
+    api.watches = [
+        [
+            own_write,
+            ev("MODIFIED", cm("job", "11", status="Running")),  # its echo: skipped
+            ev("MODIFIED", cm("job", "12", status="Failed")),  # a change: handled
+            ev("MODIFIED", cm("job", "12", status="Failed")),  # the same event again: skipped
+            ev("DELETED", cm("job", "12", status="Failed")),  # a delete: handled
+            ev("ADDED", recreated),  # same name and version string, another uid: handled
+            END,
+        ]
+    ]
+    run_until_idle(api, informer)
+    assert rec.calls == [
+        ("add", "job"),
+        ("update", "job", "11", "12"),
+        ("delete", "job"),
+        ("add", "job"),
+    ]
+    assert informer.store.get("ns", "job")["metadata"]["uid"] == "another"  # type: ignore[index]
+    assert api.watch_calls[-1]["resource_version"] == "11"
 
 
 def test_gone_relists_once_and_emits_only_real_changes() -> None:

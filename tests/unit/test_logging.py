@@ -55,6 +55,35 @@ def test_stdlib_library_logs_use_the_same_renderer() -> None:
     assert entry["reconcile_id"] == "r1"
 
 
+def test_any_value_is_written_and_lines_of_both_kinds_stay_whole_and_in_order() -> None:
+    # Our lines are rendered by structlog itself (not through stdlib logging): values JSON
+    # has no form for are written as their repr, positional arguments are formatted, and
+    # each line is flushed whole onto the stream the library records share.
+    class Opaque:
+        def __repr__(self) -> str:
+            return "<opaque>"
+
+    out = io.StringIO()
+    configure_logging(fmt="json", level="info", stream=out)
+    log = structlog.get_logger("jobcontroller.test")
+    log.info("pods of %s", "ns/a", counts={1: 2}, value=Opaque(), big=2**70)
+    logging.getLogger("aiohttp.client").warning("between")
+    log.warning("last")
+    first, between, last = lines(out)
+    assert first["msg"] == "pods of ns/a"
+    assert first["counts"] == {"1": 2} and first["value"] == "<opaque>"
+    assert first["big"] == 2**70
+    assert (between["msg"], between["logger"]) == ("between", "aiohttp.client")
+    assert (last["msg"], last["level"]) == ("last", "warning")
+
+
+def test_a_closed_stream_loses_the_line_but_never_raises_into_the_caller() -> None:
+    out = io.StringIO()
+    configure_logging(fmt="json", level="info", stream=out)
+    out.close()
+    structlog.get_logger("jobcontroller.test").info("after the stream closed")
+
+
 def test_level_filters_both_kinds_of_logger() -> None:
     out = io.StringIO()
     configure_logging(fmt="json", level="warning", stream=out)

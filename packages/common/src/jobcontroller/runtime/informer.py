@@ -66,6 +66,7 @@ from jobcontroller.runtime.store import (
     object_key,
     older_than_stored,
     resource_version,
+    same_version,
 )
 
 log = structlog.get_logger(__name__)
@@ -516,16 +517,23 @@ class Informer:
         if kind not in ("ADDED", "MODIFIED", "DELETED"):
             log.warning("informer.unknown_event", resource=self.name, type=kind)
             return
+        self._events += 1
+        stored = self.store.get_by_key(object_key(obj))
+        if kind != "DELETED" and same_version(obj, stored):
+            # The cache holds this very version already: our own write, which the status
+            # writer cached from its PUT's answer (a reconcile of the job then planned from
+            # it), or the same event twice. Nothing changed: no transform, no handlers.
+            self._rv = rv or self._rv
+            return
         if self._transform is not None:
             obj = self._transform(obj)
-        self._events += 1
         if kind == "DELETED":
             self.store.remove(obj)
             self._rv = rv or self._rv
             self._set_gauge()
             await self._emit_delete(obj)
             return
-        if older_than_stored(obj, self.store.get_by_key(object_key(obj))):
+        if older_than_stored(obj, stored):
             # Our own write of it is stored already (see older_than_stored); its own event
             # follows this one on the watch.
             self._rv = rv or self._rv

@@ -64,6 +64,20 @@ def older_than_stored(obj: Obj, stored: Obj | None) -> bool:
     return rv.isdigit() and stored_rv.isdigit() and int(rv) < int(stored_rv)
 
 
+def same_version(obj: Obj, stored: Obj | None) -> bool:
+    """Whether ``obj`` is the very version ``stored`` holds: same uid, same resourceVersion
+    (the API server gives every write of an object a new one)."""
+    if stored is None:
+        return False
+    meta, stored_meta = obj.get("metadata") or {}, stored.get("metadata") or {}
+    rv = meta.get("resourceVersion")
+    return (
+        bool(rv)
+        and rv == stored_meta.get("resourceVersion")
+        and meta.get("uid") == stored_meta.get("uid")
+    )
+
+
 def controller_owner_uid(obj: Obj) -> list[str]:
     """The uid of the ownerReference with ``controller: true`` (at most one by API rules)."""
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
