@@ -238,6 +238,10 @@ async def start_ours(
     without PyYAML (a pod's in-cluster credentials need no YAML; a JSON kubeconfig stands in)."""
     kubeconfig = cluster.user(MEASURED["ours"])
     env_before = os.environ.get("PYTHONPATH")
+    if os.environ.get("BENCH_CPUPROF") and not image_like:
+        # bench/cpuprof/sitecustomize.py: the CPU-time sampler (see _cpu_profile).
+        os.environ["PYTHONPATH"] = str(ROOT / "bench" / "cpuprof")
+        os.environ["JOBCONTROLLER_CPUPROF_OUT"] = str(cluster.workdir / "cpuprof.txt")
     if image_like:
         as_json = kubeconfig.with_suffix(".json")
         as_json.write_text(json.dumps(yaml.safe_load(kubeconfig.read_text())))
@@ -264,7 +268,8 @@ async def start_ours(
     try:
         op.start()
     finally:
-        if image_like:
+        os.environ.pop("JOBCONTROLLER_CPUPROF_OUT", None)
+        if image_like or os.environ.get("BENCH_CPUPROF"):
             if env_before is None:
                 os.environ.pop("PYTHONPATH", None)
             else:
@@ -648,6 +653,7 @@ async def burst_operator(
             else:
                 proc = await start_go_mpi(cluster, qps, burst)
             profiler = None if go else _profile(proc, base)
+            sampled = None if go else await _cpu_profile(proc, cluster)
             try:
                 out = Outcome(who, len(jobs), ready_seconds=round(proc.ready, 2))
                 cpu_submit = proc.stats()[2]
@@ -655,6 +661,12 @@ async def burst_operator(
                 out.seconds_to_all_done = round(await wait_done(kube, res, len(jobs), 900), 2)
                 await asyncio.sleep(3)
                 cpu_done = proc.stats()[2]
+                if sampled is not None:
+                    done = await _cpu_profile(proc, cluster)
+                    assert done is not None
+                    (RESULTS / f"{base.name}.cpuprof.txt").write_text(
+                        "".join(f"{k} {n}\n" for k, n in (done - sampled).most_common())
+                    )
                 if proc.metrics is not None and os.environ.get("BENCH_METRICS"):
                     (RESULTS / f"{base.name}.metrics.txt").write_text(proc.metrics())
                 items = await events_settled(kube)
@@ -688,6 +700,25 @@ def _profile(proc: Proc, base: Path) -> subprocess.Popen[bytes] | None:
     argv = [spy, "record", "-p", str(proc.pid), "-r", "250", "-f", "raw", "-o", str(out)]
     argv += os.environ.get("BENCH_PYSPY_ARGS", "").split()
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+async def _cpu_profile(proc: Proc, cluster: Cluster) -> Counter[str] | None:
+    """With ``BENCH_CPUPROF=1``: the CPU-time sampler's counts so far (bench/cpuprof), asked
+    for with SIGUSR2. The burst keeps those from submission to 3 s after the last job is done
+    as ``<scenario>.cpuprof.txt`` (collapsed stacks, each count 4 ms of the operator's CPU)."""
+    if not os.environ.get("BENCH_CPUPROF"):
+        return None
+    path = cluster.workdir / "cpuprof.txt"
+    before = path.stat().st_mtime_ns if path.exists() else None
+    os.kill(proc.pid, signal.SIGUSR2)
+    await _wait(
+        lambda: path.exists() and path.stat().st_mtime_ns != before, "the sampler's counts", 10
+    )
+    counts: Counter[str] = Counter()
+    for line in path.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        counts[stack] = int(n)
+    return counts
 
 
 async def burst_bare(jobs: list[Obj], qps: float, burst: int, base: Path) -> Outcome:

@@ -110,6 +110,27 @@ async def test_a_job_that_passes_admission_but_is_invalid_fails_once(
         assert [e["count"] for e in await events(kube, ns, reason="TFJobFailedValidation")] == [1]
 
 
+async def test_a_running_job_edited_past_a_check_fails_for_its_new_spec(
+    kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str
+) -> None:
+    """A spec found valid is not checked again by every pass, only when it changes: a job
+    scaled past the operator's pod limit fails for its new generation, with what to fix."""
+    ns = namespace
+    controller = TFJobController(config=PlanConfig(max_pods_per_job=4))
+    async with running(kubeconfig, controller, namespace=ns):
+        await kube.create(TFJOBS, tfjob("grows", {"Worker": replica(3)}), namespace=ns)
+        await wait_for(kube, TFJOBS, "grows", namespace=ns, until=lambda j: condition(j, "Created"))
+        assert len(await pods(kube, ns)) == 3
+        patch = {"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 5}}}}
+        edited = await kube.merge_patch(TFJOBS, "grows", patch, namespace=ns)
+        assert edited["metadata"]["generation"] == 2
+        done = await wait_job(kube, ns, "grows", "Failed")
+        failed = condition(done, "Failed")
+        assert failed is not None and failed["reason"] == "TFJobFailedValidation"
+        assert "it asks for 5 pods, more than the 4" in failed["message"]
+        assert not [p for p in await pods(kube, ns) if p.endswith(("-3", "-4"))]
+
+
 def _without_rules(schema: Any) -> Any:
     """A CRD schema without its CEL rules: the Go operator's CRD, which had none."""
     if isinstance(schema, dict):

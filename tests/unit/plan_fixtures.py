@@ -263,6 +263,8 @@ class FakeCluster:
     job_deleted: bool = False
     create_failure: CreateFailure | None = None
     """What the executor would report of refused creations."""
+    valid_spec: tuple[str, int] | None = None
+    """What the last applied plan found valid (the controller's ``JobState.valid_spec``)."""
     _uids: Iterator[int] = field(default_factory=itertools.count)
 
     def add(self, obj: Obj) -> Obj:
@@ -293,6 +295,7 @@ class FakeCluster:
             owned=by_kind,
             lookup=lambda kind, name: self.objects.get((kind, name)),
             create_failure=self.create_failure,
+            valid_spec=self.valid_spec,
         )
 
     def plan(
@@ -303,6 +306,7 @@ class FakeCluster:
         )
 
     def apply(self, result: Plan) -> None:
+        self.valid_spec = result.valid_spec  # remembered for the next pass, as the controller does
         for action in result.actions:
             self._apply(action)
         if result.status is not None:

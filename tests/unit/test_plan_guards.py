@@ -101,3 +101,29 @@ def test_finished_job_is_not_revalidated() -> None:
     result = cluster.plan(fw)
     assert condition(result, "Failed") is None
     assert result.events == ()
+
+
+def test_a_spec_found_valid_is_checked_again_only_when_its_generation_changes() -> None:
+    # The checks read the spec (and the immutable name): the controller remembers the
+    # (uid, generation) a pass found valid and the next passes skip them, until the spec
+    # changes. A check that would now refuse (extra_errors) shows which passes ran it.
+    fw = DemoFramework()
+    cluster = FakeCluster(new_job())
+    first = cluster.step(fw)
+    assert first.valid_spec == ("uid-demo", 1)
+    fw.extra_errors.append("spec.x: bad")
+    same = cluster.step(fw)
+    assert condition(same, "Failed") is None and same.valid_spec == ("uid-demo", 1)
+    cluster.job["metadata"]["generation"] = 2  # the spec was edited
+    failed = condition(cluster.step(fw), "Failed")
+    assert failed is not None
+    assert failed.message == "DemoJob demo failed validation because spec.x: bad"
+
+
+def test_a_job_with_tolerated_rules_or_without_a_generation_is_checked_every_pass() -> None:
+    fw = DemoFramework(tolerated_errors=["spec.x: stricter than v1.9"])
+    cluster = FakeCluster(new_job())
+    assert cluster.step(fw).valid_spec is None
+    bare = new_job()
+    del bare["metadata"]["generation"]
+    assert FakeCluster(bare).step(DemoFramework()).valid_spec is None

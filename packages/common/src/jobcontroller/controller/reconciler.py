@@ -430,6 +430,8 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
                     return None
                 result = self.plan_job(raw, observed, now=self._clock(), config=self.config)
         self.telemetry.log_plan(raw, observed, result, cached=self.watch.cache_sizes)
+        if result.valid_spec != observed.valid_spec:
+            self.states.of(key).valid_spec = result.valid_spec
         status = result.status
         finishing = (
             status is not None

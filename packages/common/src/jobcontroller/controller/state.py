@@ -3,9 +3,10 @@
 Reconciles are level-triggered: each one reads the job and what it owns from the caches again.
 What the caches cannot show is kept here, one :class:`JobState` per job key: objects in the
 job's way that lack the job-name label (no cache holds them), the run of identical creation
-failures the planner acts on, and when the job's status was last written (to coalesce
-counter-only writes). :meth:`JobStates.forget` drops all of it, and the job's expectations,
-in one place: an operator runs for months and sees millions of jobs come and go.
+failures the planner acts on, when the job's status was last written (to coalesce
+counter-only writes), and the generation whose spec was found valid.
+:meth:`JobStates.forget` drops all of it, and the job's expectations, in one place: an
+operator runs for months and sees millions of jobs come and go.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class JobState:
     status_backlogged: float | None = None
     """Since when such a change has been held back because the client's rate limiter was
     saturated (monotonic seconds; None: it is not)."""
+    valid_spec: tuple[str, int] | None = None
+    """(uid, generation) at which a pass found the job valid (``Plan.valid_spec``): the
+    planner does not check that spec again."""
 
 
 class JobStates:

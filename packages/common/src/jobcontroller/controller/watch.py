@@ -266,4 +266,5 @@ class Watch:
             priority_classes=priority_classes,
             crashes=crashes,
             extra=extra or {},
+            valid_spec=state.valid_spec if state is not None else None,
         )

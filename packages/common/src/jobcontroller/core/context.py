@@ -56,6 +56,7 @@ class PlanContext(Generic[JobT]):
     events: list[Event] = field(default_factory=list)
     metrics: list[JobMetric] = field(default_factory=list)
     timers: list[float] = field(default_factory=list)
+    valid_spec: tuple[str, int] | None = None
     conflicts: list[tuple[str, str]] = field(default_factory=list)
     """(kind, name) of objects whose name we need but which belong to someone else."""
     creation_blocked: tuple[str, str] | None = None
@@ -161,4 +162,5 @@ class PlanContext(Generic[JobT]):
             events=tuple(self.events),
             requeue_after=min(self.timers) if self.timers else None,
             metrics=tuple(self.metrics),
+            valid_spec=self.valid_spec,
         )

@@ -147,20 +147,7 @@ def plan(
     )
     ensure_created(ctx)
     if not is_finished(ctx.status):
-        tolerated = fw.tolerated(job)
-        errors = [e for e in fw.validate(job) if e not in tolerated] + _pod_limit_errors(ctx)
-        if not errors:
-            # Only for a job that is otherwise valid: its templates are sound to build from.
-            errors = size_errors(fw, job, rtypes=fw.pod_replica_types(job), config=config)
-        if errors:
-            fail(
-                ctx,
-                reason=new_reason(ctx.kind, REASON_FAILED_VALIDATION),
-                message=_validation_message(ctx.kind, job.name, errors),
-                event_type="Warning",
-            )
-        elif tolerated:
-            _warn_tolerated(ctx, tolerated)
+        _check(ctx)
     if is_finished(ctx.status):
         plan_finished(ctx)
         _extra_objects(ctx)
@@ -170,6 +157,33 @@ def plan(
     else:
         _plan_live(ctx)
     return ctx.to_plan()
+
+
+def _check(ctx: PlanContext[JobT]) -> None:
+    """Fail a job its checks refuse (or warn about the rules it breaks that are tolerated).
+    They read the spec and the immutable name and namespace only: a job found clean at one
+    generation (``observed.valid_spec``) is clean until its spec changes."""
+    fw, job = ctx.fw, ctx.job
+    spec_version = (job.uid, job.generation)
+    if ctx.observed.valid_spec == spec_version:
+        ctx.valid_spec = spec_version
+        return
+    tolerated = fw.tolerated(job)
+    errors = [e for e in fw.validate(job) if e not in tolerated] + _pod_limit_errors(ctx)
+    if not errors:
+        # Only for a job that is otherwise valid: its templates are sound to build from.
+        errors = size_errors(fw, job, rtypes=fw.pod_replica_types(job), config=ctx.config)
+    if errors:
+        fail(
+            ctx,
+            reason=new_reason(ctx.kind, REASON_FAILED_VALIDATION),
+            message=_validation_message(ctx.kind, job.name, errors),
+            event_type="Warning",
+        )
+    elif tolerated:
+        _warn_tolerated(ctx, tolerated)
+    elif job.uid and job.generation:
+        ctx.valid_spec = spec_version
 
 
 def _warn_tolerated(ctx: PlanContext[JobT], rules: Sequence[str]) -> None:

@@ -201,6 +201,10 @@ class Observed:
     extra: Mapping[str, Any] = field(default_factory=dict)
     """What a kind's controller reads for the job from caches of its own, by names it chooses
     (a TrainJob's runtime): :meth:`Reconciler.observed_extra`."""
+    valid_spec: tuple[str, int] | None = None
+    """(uid, generation) of the job as an earlier pass found it valid (``Plan.valid_spec``,
+    remembered by the controller): its checks read only the spec, which a generation fixes, so
+    they are not run again for it."""
 
     def owned_named(self, kind: str, name: str) -> Obj | None:
         """The job's own object of ``kind`` (one of ``owned``'s) named ``name``, if cached."""
@@ -241,6 +245,9 @@ class Plan:
     requeue_after: float | None = None
     """Seconds until a timer (deadline, TTL, backoff) needs another look; None for no timer."""
     metrics: tuple[JobMetric, ...] = ()
+    valid_spec: tuple[str, int] | None = None
+    """(uid, generation) of the job when this pass checked it and found nothing to refuse or
+    tolerate; for the controller to hand back as ``Observed.valid_spec``."""
 
 
 @dataclass(frozen=True, slots=True)
