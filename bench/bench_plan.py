@@ -21,7 +21,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
 
-from plan_fixtures import NOW, FakeCluster
+from plan_fixtures import NOW, FakeCluster, kubeflow_job
 
 from jobcontroller.core.planner import plan
 from jobcontroller.core.types import PlanConfig
@@ -70,13 +70,7 @@ KINDS: dict[str, tuple[Any, str, dict[str, Any]]] = {
 def steady_us(kind: str, number: int) -> float:
     controller, version, spec = KINDS[kind]
     fw = controller()
-    job = {
-        "apiVersion": f"kubeflow.org/{version}",
-        "kind": kind,
-        "metadata": {"name": "job", "namespace": "ns", "uid": "job-uid", "generation": 1},
-        "spec": spec,
-    }
-    cluster = FakeCluster(job)
+    cluster = FakeCluster(kubeflow_job(kind, version, spec))
     config = PlanConfig()
     for _ in range(4):
         cluster.apply(plan(fw, cluster.job, cluster.observed(), now=NOW, config=config))

@@ -212,6 +212,17 @@ def template(*, resources: Obj | None = None, **spec_fields: Any) -> Obj:
     }
 
 
+def kubeflow_job(kind: str, version: str, spec: Obj) -> Obj:
+    """A job of one of the real kinds (``TFJob``, ``v1``...), named ``job`` in ``ns``, as the
+    cache holds it: uid and generation set, no status."""
+    return {
+        "apiVersion": f"kubeflow.org/{version}",
+        "kind": kind,
+        "metadata": {"name": "job", "namespace": "ns", "uid": "job-uid", "generation": 1},
+        "spec": spec,
+    }
+
+
 def new_job(
     name: str = "demo",
     *,

@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 import pytest
-from plan_fixtures import NOW, FakeCluster
+from plan_fixtures import NOW, FakeCluster, kubeflow_job
 
 from jax_operator.controller import JAXJobController
 from jobcontroller.controller.base import JobController
@@ -66,12 +66,7 @@ def test_planning_a_job_leaves_the_job_as_it_was_given(
     controller: type[JobController[Any]], version: str, kind: str, spec: dict[str, Any]
 ) -> None:
     fw = controller()
-    cached = {
-        "apiVersion": f"kubeflow.org/{version}",
-        "kind": kind,
-        "metadata": {"name": "job", "namespace": "ns", "uid": "job-uid", "generation": 1},
-        "spec": spec,
-    }
+    cached = kubeflow_job(kind, version, spec)
     before = copy.deepcopy(cached)
     cluster = FakeCluster(cached)
     for _ in range(3):  # the first pass, then the passes that find what it created
