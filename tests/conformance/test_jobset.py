@@ -8,18 +8,34 @@ and the JobSet completes.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import pytest
 from conftest import RealCluster
-from realpods import PODS, TOOLS_REF, logs, real_template, wait_default_service_account
+from realpods import (
+    PODS,
+    TOOLS_REF,
+    dns_state,
+    logs,
+    real_template,
+    wait_default_service_account,
+)
 
 from jobcontroller.runtime.kube import KubeApi
 from jobcontroller.testing.jobset import JOBSETS
 from jobcontroller.testing.waiting import wait_for
 
 PORT = 7000
-#: The launcher takes one report per worker (openbsd nc serves one connection per listen).
-LAUNCHER = f"for i in 1 2; do nc -l {PORT}; done"
+#: The launcher keeps one listening socket open (``-k``) until it holds both workers' reports.
+#: Listening once per report lost one: openbsd nc without ``-k`` serves one connection and
+#: exits, so a worker connecting while the first report is read waits in the listening
+#: socket's backlog (the kernel accepts it; its nc sends and exits 0) and is reset unread.
+LAUNCHER = (
+    f": > /tmp/reports; nc -lk {PORT} >> /tmp/reports & "
+    'until [ "$(grep -c . /tmp/reports)" -ge 2 ]; do sleep 0.2; done; '
+    'cat /tmp/reports; kill "$!"'
+)
 #: A worker retries until the launcher's name resolves and it listens.
 WORKER = (
     f'until echo "report from $(hostname)" | nc -N -w 5 ring-launcher-0-0.ring {PORT}; '
@@ -81,7 +97,22 @@ async def test_workers_reach_the_launcher_by_its_jobset_dns_name_on_the_real_nod
     outputs = {
         p["metadata"]["name"]: await logs(kube, namespace, p["metadata"]["name"]) for p in pods
     }
-    assert _true(done, "Completed"), ((done or {}).get("status"), outputs)
+    if not _true(done, "Completed"):
+        state = {
+            "jobset": (done or {}).get("status"),
+            "pods": {
+                p["metadata"]["name"]: (
+                    p["status"].get("phase"),
+                    p["status"].get("podIP"),
+                    p["spec"].get("hostname"),
+                    p["spec"].get("subdomain"),
+                )
+                for p in pods
+            },
+            "dns": await dns_state(kube, namespace, ["ring", "ring-launcher-0-0.ring"]),
+            "logs": outputs,
+        }
+        pytest.fail(f"the JobSet did not complete:\n{json.dumps(state, indent=1)}")
     assert {p["spec"]["nodeName"] for p in pods} == {"real-node-0"}
     (launcher,) = [p for p in pods if p["spec"]["hostname"] == "ring-launcher-0-0"]
     heard = sorted(outputs[launcher["metadata"]["name"]].splitlines())
