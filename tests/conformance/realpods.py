@@ -91,17 +91,23 @@ def real_template(
 
 def dns_query(name: str, server: str = NODE_IP, timeout: float = 2.0) -> str:
     """Ask the real node's CoreDNS for ``name``'s A record, as a pod would (no search list):
-    ``"NOERROR 1"`` (rcode and answer count), ``"NXDOMAIN 0"``, or ``"timeout"``."""
+    ``"NOERROR 1"`` (rcode and answer count), ``"NXDOMAIN 0"``, ``"timeout"``, or the error
+    (it describes a failure, so it never raises)."""
     qid = random.randrange(1 << 16)
     question = b"".join(bytes([len(label)]) + label.encode() for label in name.split(".")) + b"\0"
     packet = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0) + question + struct.pack(">HH", 1, 1)
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        sock.settimeout(timeout)
-        sock.sendto(packet, (server, 53))
-        try:
-            reply, _ = sock.recvfrom(4096)
-        except TimeoutError:
-            return "timeout"
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(timeout)
+            sock.sendto(packet, (server, 53))
+            while True:
+                reply, _ = sock.recvfrom(4096)
+                if reply[:2] == packet[:2]:  # the answer to this question
+                    break
+    except TimeoutError:
+        return "timeout"
+    except OSError as exc:
+        return repr(exc)
     _, flags, _, answers, _, _ = struct.unpack(">HHHHHH", reply[:12])
     return f"{_RCODES.get(flags & 0xF, flags & 0xF)} {answers}"
 
