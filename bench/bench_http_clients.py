@@ -4,10 +4,10 @@ Is replacing aiohttp in :class:`KubeApi` worth it? This starts one API server an
 (:class:`ControlPlane`, as ``bench_requests.py`` does) and drives the same requests through:
 
 ``kubeapi``
-    :class:`KubeApi` as the operator uses it (no rate limiter, no metrics): the product path.
+    :class:`KubeApi` as the operator uses it (no rate limiter, no metrics): the product path,
+    on :mod:`jobcontroller.runtime.http1` since this bench was first run (on aiohttp then).
 ``aiohttp``
-    a bare ``aiohttp.ClientSession`` with ``KubeApi._client_session``'s settings and timeouts:
-    ``kubeapi`` minus it is our wrapper's share.
+    a bare ``aiohttp.ClientSession`` with the settings and timeouts ``KubeApi`` had on aiohttp.
 ``httptools``
     a minimal HTTP/1.1 keep-alive client defined here: an ``asyncio.Protocol`` feeding
     ``httptools.HttpResponseParser`` (which de-chunks), a pool of 20 connections, one write per
@@ -54,7 +54,7 @@ import httptools
 from bench_requests import CONCURRENCY, NS, pod
 
 from jobcontroller.runtime import codec
-from jobcontroller.runtime.kube import NAMESPACES, PODS, KubeApi
+from jobcontroller.runtime.kube import NAMESPACES, PODS, ApiSettings, KubeApi
 from jobcontroller.runtime.kubeconfig import ClusterConfig, load_config
 from jobcontroller.runtime.runner import run_loop
 from jobcontroller.testing.controlplane import ControlPlane
@@ -143,7 +143,13 @@ class AiohttpClient(_RawClient):
         self.config = config
         self.host = config.host.rstrip("/")
         self.headers = headers
-        self.timeout = KubeApi(config)._timeout  # the same ClientTimeout as KubeApi's
+        settings = ApiSettings()  # the timeouts KubeApi had on aiohttp
+        self.timeout = aiohttp.ClientTimeout(
+            total=None,
+            connect=settings.connect_timeout,
+            sock_connect=settings.connect_timeout,
+            sock_read=settings.read_timeout,
+        )
         self.session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(
                 limit=100, ssl=config.ssl_context if config.ssl_context is not None else False

@@ -9,8 +9,6 @@ import struct
 import time
 from typing import Any
 
-import aiohttp
-
 from jobcontroller.runtime.apitypes import CONFIGMAPS, PODS, SERVICE_ACCOUNTS, SERVICES, Resource
 from jobcontroller.runtime.kube import ApiError, KubeApi
 from jobcontroller.testing.images import TOOLS_REF, TRAINER_REF
@@ -49,18 +47,16 @@ async def wait_default_service_account(kube: KubeApi, namespace: str, timeout: f
 
 async def logs(kube: KubeApi, namespace: str, pod: str, container: str | None = None) -> str:
     """A pod's log, through the API server and the kubelet (as ``kubectl logs``)."""
-    resp = await kube._send(
+    resp = await kube.call(
         "GET",
         f"/api/v1/namespaces/{namespace}/pods/{pod}/log",
         query={"container": container} if container else None,
-        client_timeout=aiohttp.ClientTimeout(total=30),
-        verb="GET",
+        read_timeout=30,
     )
-    async with resp:
-        text = await resp.text()
-        if resp.status != 200:
-            raise AssertionError(f"logs of {namespace}/{pod}: {resp.status} {text}")
-        return text
+    text = resp.body.decode("utf-8", "replace")
+    if resp.status != 200:
+        raise AssertionError(f"logs of {namespace}/{pod}: {resp.status} {text}")
+    return text
 
 
 def real_template(

@@ -14,12 +14,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import pytest
 import pytest_asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
+from jobcontroller.runtime.http1 import ConnectFailed
 from jobcontroller.runtime.kube import (
     CONFIGMAPS,
     NAMESPACES,
@@ -203,7 +203,7 @@ class TestRetries:
             settings=FAST,
         )
         try:
-            with pytest.raises(aiohttp.ClientConnectorError):
+            with pytest.raises(ConnectFailed):
                 await api.create(NAMESPACES, {"metadata": {"name": "x"}})
         finally:
             await api.close()
@@ -237,6 +237,17 @@ class TestWireFormat:
         with pytest.raises(ApiError) as info:
             await api.delete(CONFIGMAPS, "a", namespace="ns")
         assert info.value.is_not_found
+
+    async def test_selectors_and_names_arrive_as_written(self, fake: Fake) -> None:
+        server, api, _ = fake
+        server.script = [ok({"metadata": {"resourceVersion": "1"}, "items": []})]
+        selector = "app in (a b),tier!=web,training.kubeflow.org/job-name=x+y&z"
+        await api.list(CONFIGMAPS, namespace="ns", label_selector=selector)
+        server.script = [ok({})]
+        await api.get(CONFIGMAPS, "odd name%", namespace="ns")
+        listed, got = server.seen
+        assert listed.query == {"labelSelector": selector}
+        assert got.path == "/api/v1/namespaces/ns/configmaps/odd%20name%25"  # escaped once
 
     async def test_list_follows_continue_and_fills_kind(self, fake: Fake) -> None:
         server, api, _ = fake
@@ -389,7 +400,7 @@ class TestOwnBudget:
             assert base.backlog() > 0.5
             async with asyncio.timeout(0.5):  # its own token: no wait behind base's
                 await own.create(CONFIGMAPS, {"metadata": {"name": "a"}}, namespace="ns")
-            assert own._client_session() is base._client_session()
+            assert own._connections_pool() is base._connections_pool()
             await own.close()  # shares base's session: closing it closes nothing
             await base.get(CONFIGMAPS, "a", namespace="ns")
             assert [s.method for s in server.seen] == ["GET", "POST", "GET"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-import aiohttp
 import pytest
 
+from jobcontroller.runtime.http1 import ConnectFailed, Disconnected
 from jobcontroller.runtime.kube import (
     CONFIGMAPS,
     CRDS,
@@ -142,15 +142,14 @@ class TestRetryPolicy:
         assert not should_retry_status(method="GET", status=code)
 
     def test_post_retried_only_when_never_connected(self) -> None:
-        refused = aiohttp.ClientConnectorError(
-            connection_key=None,  # type: ignore[arg-type]
-            os_error=ConnectionRefusedError(111, "refused"),
-        )
+        refused = ConnectFailed("connecting to 10.0.0.1:6443: refused")
         assert should_retry_exception(method="POST", exc=refused)
-        assert not should_retry_exception(method="POST", exc=aiohttp.ServerDisconnectedError())
+        assert not should_retry_exception(method="POST", exc=Disconnected("reset"))
         assert not should_retry_exception(method="POST", exc=TimeoutError())
-        assert should_retry_exception(method="GET", exc=aiohttp.ServerDisconnectedError())
+        assert should_retry_exception(method="GET", exc=Disconnected("reset"))
         assert should_retry_exception(method="GET", exc=TimeoutError())
+        # Not a transport failure of the client: never retried.
+        assert not should_retry_exception(method="GET", exc=ValueError("bad JSON"))
 
     def test_delay_doubles_with_jitter_and_caps(self) -> None:
         settings = ApiSettings(backoff_base=0.2, backoff_max=1.0)

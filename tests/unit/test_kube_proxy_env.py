@@ -20,8 +20,10 @@ async def test_a_proxy_from_the_environment_is_taken_once(
         assert api._proxy == "http://proxy.example:3128"
         assert api._proxy_headers is not None
         assert api._proxy_headers["Proxy-Authorization"].startswith("Basic ")
-        # No lookups per request: the session does not read the environment.
-        assert api._client_session().trust_env is False
+        # The connections go through it, authenticated, with nothing looked up per request.
+        pool = api._connections_pool()
+        assert pool._proxy == ("proxy.example", 3128)
+        assert "Proxy-Authorization: Basic " in pool._proxy_header
     finally:
         await api.close()
 

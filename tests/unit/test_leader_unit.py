@@ -7,10 +7,10 @@ import copy
 from collections.abc import Callable
 from typing import Any, cast
 
-import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry
 
+from jobcontroller.runtime.http1 import ConnectFailed, Disconnected
 from jobcontroller.runtime.kube import LEASES, ApiError, KubeApi, Resource
 from jobcontroller.runtime.leader import LeaderElectionConfig, LeaderElector, LeadershipLost
 from jobcontroller.runtime.metrics import Metrics
@@ -173,13 +173,13 @@ async def test_hold_raises_when_renewals_fail_past_the_deadline() -> None:
 
 
 async def test_hold_survives_transport_errors_until_the_deadline() -> None:
-    # aiohttp's disconnect and payload errors are not OSErrors; one must not crash the renew
-    # loop (the manager would then drain workers while nobody renews).
+    # A transport failure must not crash the renew loop (the manager would then drain workers
+    # while nobody renews).
     leases = FakeLeases()
     loop_time = asyncio.get_running_loop().time
     a = elector(leases, "a", loop_time, lease_duration=0.6, renew_deadline=0.4, retry_period=0.1)
     assert await a.try_acquire_or_renew()
-    leases.fail_writes = aiohttp.ServerDisconnectedError()
+    leases.fail_writes = Disconnected("the API server closed the connection: EOF")
     with pytest.raises(LeadershipLost, match="deadline"):
         await asyncio.wait_for(a.hold(), timeout=5)
     assert leases.write_attempts > 2  # it kept trying
@@ -189,7 +189,7 @@ async def test_acquire_retries_after_transport_errors() -> None:
     leases = FakeLeases()
     loop_time = asyncio.get_running_loop().time
     a = elector(leases, "a", loop_time, lease_duration=0.6, renew_deadline=0.4, retry_period=0.05)
-    leases.fail_writes = aiohttp.ClientPayloadError("response cut short")
+    leases.fail_writes = ConnectFailed("connecting to 10.0.0.1:6443: timed out")
     acquiring = asyncio.create_task(a.acquire())
     async with asyncio.timeout(5):
         while leases.write_attempts < 2:

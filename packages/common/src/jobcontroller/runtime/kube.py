@@ -1,17 +1,16 @@
 """Kubernetes API access with plain JSON dicts.
 
-Objects travel as the dicts the API server sent, over one aiohttp session: no generated client
-(its model classes are slow and memory-hungry to build for every pod, and importing them alone
-cost 70 MB and 1.8 s of CPU). Where the server is and how to authenticate comes from
-:mod:`jobcontroller.runtime.kubeconfig`.
+Objects travel as the dicts the API server sent, over one pool of HTTP/1.1 connections
+(:mod:`jobcontroller.runtime.http1`): no generated client (its model classes are slow and
+memory-hungry to build for every pod, and importing them alone cost 70 MB and 1.8 s of CPU).
+Where the server is and how to authenticate comes from :mod:`jobcontroller.runtime.kubeconfig`.
 
-Timeouts. aiohttp applies no read timeout by default, so a half-open TCP connection
-could block forever. Every request here has a connect timeout and a read timeout
-(:class:`ApiSettings`). Watch streams get a socket read timeout a margin above the server-side
-``timeoutSeconds`` and, on top, an inactivity timeout between two lines (the server sends
-bookmarks about once a minute, so silence means a dead stream). The server sends a watch's
-headers at once, so a watch left unanswered fails after ``watch_answer_timeout``, not after
-minutes.
+Timeouts. Without a read timeout a half-open TCP connection could block forever. Every request
+here has a connect timeout and a read timeout, counted as socket silence (:class:`ApiSettings`).
+Watch streams get a socket read timeout a margin above the server-side ``timeoutSeconds`` and,
+on top, an inactivity timeout between two lines (the server sends bookmarks about once a
+minute, so silence means a dead stream). The server sends a watch's headers at once, so a watch
+left unanswered fails after ``watch_answer_timeout``, not after minutes.
 
 Retries. :meth:`KubeApi.request` retries a bounded number of times with jittered exponential
 backoff, never sleeping less than the server's ``Retry-After``:
@@ -22,26 +21,28 @@ backoff, never sleeping less than the server's ``Retry-After``:
   repeat: GET, HEAD, PUT (carries ``metadata.resourceVersion``, so a repeat of an applied update
   is a 409 the caller handles), PATCH (merge patches are idempotent) and DELETE (a repeat of an
   applied delete is a 404, which the caller sees).
-* POST (create) is retried on 429 and when the TCP connection could not be established
-  (``aiohttp.ClientConnectorError``): in both cases the server never processed it. A 5xx, a reset
-  connection or a read timeout after the request was sent may hide a create that happened, and a
-  blind repeat could duplicate a ``generateName`` object, so those are raised to the caller.
+* POST (create) is retried on 429 and when no connection could be established
+  (:class:`~jobcontroller.runtime.http1.ConnectFailed`): in both cases the server never
+  processed it. A 5xx, a reset connection or a read timeout after the request was sent may
+  hide a create that happened, and a blind repeat could duplicate a ``generateName`` object,
+  so those are raised to the caller.
 
 409 Conflict is never retried here: callers re-read and recompute instead of overwriting newer
 state. Errors the server sent are raised as :class:`ApiError`; transport failures surface as
-``aiohttp.ClientError`` or ``TimeoutError`` after the retries are spent.
+:class:`~jobcontroller.runtime.http1.HttpError` (a ``ConnectionError``) or ``TimeoutError``
+after the retries are spent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import re
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Self
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
-import aiohttp
 import aiohttp.helpers
 import structlog
 import yarl
@@ -64,6 +65,15 @@ from jobcontroller.runtime.apitypes import (
     NotLeader,
     Resource,
     WatchInactive,
+)
+from jobcontroller.runtime.http1 import (
+    ConnectFailed,
+    Disconnected,
+    HttpError,
+    LineSilence,
+    Pool,
+    Response,
+    Stream,
 )
 from jobcontroller.runtime.kubeconfig import ClusterConfig, load_config
 from jobcontroller.runtime.metrics import Metrics
@@ -91,6 +101,9 @@ __all__ = [
     "SERVICE_ACCOUNTS",
     "ApiError",
     "ApiSettings",
+    "ConnectFailed",
+    "Disconnected",
+    "HttpError",
     "KubeApi",
     "NotLeader",
     "Obj",
@@ -116,8 +129,8 @@ QueryValue = str | int | bool | None
 _THREAD_DECODE_BYTES = 1 << 20
 
 
-#: One watch event is one line; aiohttp's default cap (2 x its read buffer) is below a pod of a
-#: large TFJob (its TF_CONFIG lists every host). The API server takes at most 3 MiB per request
+#: One watch event is one line, and a pod of a large TFJob is a long one (its TF_CONFIG lists
+#: every host). The API server takes at most 3 MiB per request
 #: and etcd stores at most 1.5 MiB per object, so this bounds memory without refusing one.
 _MAX_WATCH_LINE = 8 * 2**20
 
@@ -159,6 +172,20 @@ def _encode_query(query: Mapping[str, QueryValue] | None) -> dict[str, str]:
     return out
 
 
+#: What a path segment may hold unescaped (RFC 3986 pchar, and "/" between segments).
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
+_PATH_UNSAFE = re.compile(r"[^A-Za-z0-9/:@!$&'()*+,;=\-._~]")
+
+
+def _target(path: str, query: Mapping[str, QueryValue] | None) -> str:
+    """The request target: the path, escaped where it must be, and the query."""
+    if _PATH_UNSAFE.search(path) is not None:
+        path = quote(path, safe=_PATH_SAFE)
+    if query and (params := _encode_query(query)):
+        return f"{path}?{urlencode(params, quote_via=quote)}"
+    return path
+
+
 async def _decode(data: bytes) -> Any:
     if not data:
         return None
@@ -186,9 +213,9 @@ class KubeApi:
         self._host_label = urlsplit(self._host).netloc  # client-go's `host` label: host:port
         self._proxy, self._proxy_headers = _proxy_for(config)
         self._connections = connections
-        self._session: aiohttp.ClientSession | None = None
+        self._pool: Pool | None = None
         self._owner: KubeApi | None = None
-        """For :meth:`with_own_budget`'s clients: the one whose session they share."""
+        """For :meth:`with_own_budget`'s clients: the one whose connections they share."""
         self._bucket = TokenBucket(qps, burst) if qps > 0 else None
         self._metrics = metrics
         self._user_agent = user_agent
@@ -198,12 +225,6 @@ class KubeApi:
         False refuses it with :class:`NotLeader`. The manager sets it to the elector's
         ``holds_lease``, so a replica that lost the Lease, or woke from a freeze past its
         renew deadline, sends no write from a reconcile still under way."""
-        self._timeout = aiohttp.ClientTimeout(
-            total=None,
-            connect=self.settings.connect_timeout,
-            sock_connect=self.settings.connect_timeout,
-            sock_read=self.settings.read_timeout,
-        )
 
     @classmethod
     async def from_config(
@@ -255,33 +276,28 @@ class KubeApi:
         view.write_gate = lambda: owner.write_gate is None or owner.write_gate()
         return view
 
-    def _client_session(self) -> aiohttp.ClientSession:
-        """One session and connection pool, made on first use (inside the event loop). No
-        ``trust_env``: the proxy was settled once, and aiohttp would otherwise look the
-        environment and ~/.netrc up in a thread on every request."""
+    def _connections_pool(self) -> Pool:
+        """One connection pool, made on first use. The proxy was settled once, when this
+        client was made. No ``Accept-Encoding`` is sent: the API server would gzip large lists,
+        which costs more CPU on both sides than the bytes it saves next to the cluster."""
         if self._owner is not None:
-            return self._owner._client_session()
-        if self._session is None:
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(
-                    limit=self._connections,
-                    ssl=self.config.ssl_context if self.config.ssl_context is not None else False,
-                ),
-                trust_env=False,
-                # No Accept-Encoding: the API server would gzip large lists, which costs more
-                # CPU on both sides than the bytes it saves next to the cluster.
-                skip_auto_headers=("User-Agent", "Accept-Encoding"),
-                # The API server sets no cookies and sends nothing compressed (see above): no
-                # jar to consult and no decompressor per response.
-                cookie_jar=aiohttp.DummyCookieJar(),
-                auto_decompress=False,
+            return self._owner._connections_pool()
+        if self._pool is None:
+            self._pool = Pool(
+                self._host,
+                ssl_context=self.config.ssl_context,
+                server_hostname=self.config.server_hostname,
+                limit=self._connections,
+                connect_timeout=self.settings.connect_timeout,
+                proxy=self._proxy,
+                proxy_headers=self._proxy_headers,
             )
-        return self._session
+        return self._pool
 
     async def close(self) -> None:
-        if self._owner is None and self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._owner is None and self._pool is not None:
+            await self._pool.close()
+            self._pool = None
 
     async def __aenter__(self) -> Self:
         return self
@@ -424,23 +440,16 @@ class KubeApi:
             "labelSelector": label_selector,
             "fieldSelector": field_selector,
         }
-        timeout = aiohttp.ClientTimeout(
-            total=None,
-            connect=self.settings.connect_timeout,
-            sock_connect=self.settings.connect_timeout,
-            sock_read=timeout_seconds + self.settings.watch_read_margin,
-        )
         path = resource.path(namespace=namespace)
         # The API server answers a watch's headers at once; a request left unanswered (a proxy
         # that forwarded it and dropped the answer) would otherwise hold this stream, blind,
-        # until the socket read timeout above: minutes.
+        # until the socket read timeout (timeoutSeconds and a margin): minutes.
         try:
-            resp = await self._send(
-                "GET",
+            resp = await self._open_stream(
                 path,
                 query=query,
-                client_timeout=timeout,
-                verb="WATCH",
+                read_timeout=timeout_seconds + self.settings.watch_read_margin,
+                line_timeout=inactivity_timeout,
                 answer_within=min(inactivity_timeout, self.settings.watch_answer_timeout),
             )
         except _NoAnswer as exc:
@@ -457,18 +466,13 @@ class KubeApi:
                 )
             while True:
                 try:
-                    async with asyncio.timeout(inactivity_timeout) as deadline:
-                        line = await resp.content.readline(max_line_length=_MAX_WATCH_LINE)
-                except TimeoutError as exc:
-                    if deadline.expired():
-                        raise WatchInactive(
-                            f"no watch event for {inactivity_timeout:.0f}s on {resource.label}"
-                        ) from exc
-                    raise
-                if not line:
+                    line = await resp.next_line()
+                except LineSilence as exc:
+                    raise WatchInactive(
+                        f"no watch event for {inactivity_timeout:.0f}s on {resource.label}"
+                    ) from exc
+                if line is None:
                     return
-                if line.isspace():
-                    continue
                 # The line's own bytes, decoded in one pass (no str copy of it first).
                 event: Obj = codec.loads(line)
                 if event.get("type") == "ERROR":
@@ -497,23 +501,15 @@ class KubeApi:
             attempt += 1
             started = time.monotonic()
             try:
-                resp = await self._send(
-                    method,
-                    path,
-                    query=query,
-                    body=body,
-                    content_type=content_type,
-                    client_timeout=self._timeout,
-                    verb=method,
+                resp = await self.call(
+                    method, path, query=query, body=body, content_type=content_type
                 )
-                async with resp:
-                    data = await resp.read()
-                    status, headers, reason = resp.status, resp.headers, resp.reason or ""
+                data, status, headers, reason = resp.body, resp.status, resp.headers, resp.reason
                 if (m := self._metrics) is not None:
                     m.child(m.api_request_duration, method, path_resource_label(path)).observe(
                         time.monotonic() - started
                     )
-            except (aiohttp.ClientError, TimeoutError) as exc:
+            except (HttpError, TimeoutError) as exc:
                 if attempt >= self.settings.max_attempts or not should_retry_exception(
                     method=method, exc=exc
                 ):
@@ -554,7 +550,7 @@ class KubeApi:
             )
             await asyncio.sleep(delay)
 
-    async def _send(
+    async def call(
         self,
         method: str,
         path: str,
@@ -562,15 +558,61 @@ class KubeApi:
         query: Mapping[str, QueryValue] | None = None,
         body: Any = None,
         content_type: str | None = None,
-        client_timeout: aiohttp.ClientTimeout,
-        verb: str,
-        answer_within: float | None = None,
-    ) -> aiohttp.ClientResponse:
-        """One attempt; the caller must release the response (``async with``).
+        read_timeout: float | None = None,
+    ) -> Response:
+        """One attempt, its answer whole and not decoded (a pod's log is text): rate limited,
+        gated and counted as :meth:`request`'s are, but neither retried nor raised on an
+        error status."""
+        headers = await self._headers(method, path, content_type)
+        code = "error"
+        try:
+            resp = await self._connections_pool().request(
+                method,
+                _target(path, query),
+                headers,
+                None if body is None else codec.dumps(body),
+                read_timeout=self.settings.read_timeout if read_timeout is None else read_timeout,
+            )
+            code = str(resp.status)
+            return resp
+        finally:
+            self._count(method, method, path, code)
 
-        ``answer_within`` bounds the wait for the response's status line and headers, after the
-        rate limiter: :class:`_NoAnswer` when it passes.
-        """
+    async def _open_stream(
+        self,
+        path: str,
+        *,
+        query: Mapping[str, QueryValue],
+        read_timeout: float,
+        line_timeout: float,
+        answer_within: float,
+    ) -> Stream:
+        """A watch's GET, once its status line and headers are in (:class:`_NoAnswer` when
+        they are not within ``answer_within`` seconds); the caller closes it."""
+        headers = await self._headers("GET", path, None)
+        code = "error"
+        try:
+            try:
+                async with asyncio.timeout(answer_within) as deadline:
+                    resp = await self._connections_pool().stream(
+                        "GET",
+                        _target(path, query),
+                        headers,
+                        read_timeout=read_timeout,
+                        max_line=_MAX_WATCH_LINE,
+                        line_timeout=line_timeout,
+                    )
+            except TimeoutError:
+                if deadline.expired():
+                    raise _NoAnswer(answer_within) from None
+                raise
+            code = str(resp.status)
+            return resp
+        finally:
+            self._count("WATCH", "GET", path, code)
+
+    async def _headers(self, method: str, path: str, content_type: str | None) -> dict[str, str]:
+        """After the rate limiter and the write gate: the request's headers."""
         if self._bucket is not None:
             waited = await self._bucket.acquire()
             if self._metrics is not None:
@@ -578,42 +620,22 @@ class KubeApi:
         gate = self.write_gate
         if gate is not None and method in _WRITES and "/leases" not in path and not gate():
             raise NotLeader(f"{method} {path}: this replica does not hold the Lease")
-        headers = {
+        return {
             "Accept": "application/json",
             "Content-Type": content_type or "application/json",
             "User-Agent": self._user_agent,
             **(await self.config.auth_headers()),
         }
-        code = "error"
-        try:
-            try:
-                async with asyncio.timeout(answer_within) as deadline:
-                    resp = await self._client_session().request(
-                        method,
-                        self._host + path,
-                        params=_encode_query(query),
-                        data=None if body is None else codec.dumps(body),
-                        headers=headers,
-                        timeout=client_timeout,
-                        proxy=self._proxy,
-                        proxy_headers=self._proxy_headers,
-                        server_hostname=self.config.server_hostname,
-                    )
-            except TimeoutError:
-                if answer_within is not None and deadline.expired():
-                    raise _NoAnswer(answer_within) from None
-                raise
-            code = str(resp.status)
-            return resp
-        finally:
-            if (m := self._metrics) is not None:
-                m.child(m.api_requests, verb, path_resource_label(path), code).inc()
-                m.child(
-                    m.rest_client_requests,
-                    "<error>" if code == "error" else code,
-                    method,
-                    self._host_label,
-                ).inc()
+
+    def _count(self, verb: str, method: str, path: str, code: str) -> None:
+        if (m := self._metrics) is not None:
+            m.child(m.api_requests, verb, path_resource_label(path), code).inc()
+            m.child(
+                m.rest_client_requests,
+                "<error>" if code == "error" else code,
+                method,
+                self._host_label,
+            ).inc()
 
 
 def _proxy_for(config: ClusterConfig) -> tuple[str | None, dict[str, str] | None]:

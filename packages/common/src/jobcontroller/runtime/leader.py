@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 import structlog
 
 from jobcontroller.runtime.clock import Clock, monotonic
@@ -43,9 +42,9 @@ log = structlog.get_logger(__name__)
 #: Acquire attempts are spread by up to this fraction of the retry period (client-go's 1.2).
 _JITTER = 0.2
 
-#: Failures of one attempt that the next attempt may not have. aiohttp's disconnect and payload
-#: errors are not OSErrors; letting one escape would end renewing while workers still run.
-_ATTEMPT_ERRORS = (ApiError, aiohttp.ClientError, OSError, TimeoutError)
+#: Failures of one attempt that the next attempt may not have (the client's transport errors are
+#: OSErrors); letting one escape would end renewing while workers still run.
+_ATTEMPT_ERRORS = (ApiError, OSError, TimeoutError)
 
 
 class LeadershipLost(Exception):

@@ -36,7 +36,6 @@ import random
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol, TypeVar
 
-import aiohttp
 import structlog
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -54,7 +53,7 @@ log = structlog.get_logger(__name__)
 _T = TypeVar("_T")
 
 #: Failures that mean the API server could not be reached (refused, reset, timed out).
-_UNREACHABLE = (aiohttp.ClientError, OSError, TimeoutError)
+_UNREACHABLE = (OSError, TimeoutError)
 
 #: The longest a key waits after such a failure: reconciling resumes within this of the API
 #: server coming back, however long it was away.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-import aiohttp
+from jobcontroller.runtime.http1 import ConnectFailed, HttpError
 
 __all__ = ["ApiSettings", "retry_delay", "should_retry_exception", "should_retry_status"]
 
@@ -54,6 +54,6 @@ def should_retry_status(*, method: str, status: int) -> bool:
 
 def should_retry_exception(*, method: str, exc: BaseException) -> bool:
     if method in _IDEMPOTENT:
-        return isinstance(exc, aiohttp.ClientConnectionError | TimeoutError)
+        return isinstance(exc, HttpError | TimeoutError)
     # Only a failed connect proves a POST never reached the server.
-    return isinstance(exc, aiohttp.ClientConnectorError)
+    return isinstance(exc, ConnectFailed)
