@@ -10,7 +10,6 @@ Framework packages import only from here, :mod:`jobcontroller.api` and
 
 from typing_extensions import override
 
-import jobcontroller._aiohttp  # noqa: F401  (first: imports aiohttp; see the module)
 from jobcontroller.controller import LABEL_JOB_NAME, JobController, Reconciler
 from jobcontroller.controller.hooks import RuntimeHooks, Setup
 from jobcontroller.controller.podgroups import (

@@ -47,7 +47,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter
 
 from jobcontroller.controller.progressauth import PodCheck, TokenAuthorizer, Verdict
@@ -61,6 +60,7 @@ from jobcontroller.core.progress import (
     same_progress,
     status_patch,
 )
+from jobcontroller.runtime.httpserver import BodyTooLarge, HttpServer, Reply, Request, json_reply
 from jobcontroller.runtime.kube import SECRETS, ApiError, KubeApi, Resource
 from jobcontroller.runtime.progressflags import ProgressSettings
 from jobcontroller.runtime.servingcert import ServingCert, serving_cert_from_child
@@ -116,7 +116,7 @@ class ProgressMetrics:
         )
 
 
-def _status(code: int, reason: str, message: str) -> web.Response:
+def _status(code: int, reason: str, message: str) -> Reply:
     body = {
         "kind": "Status",
         "apiVersion": "v1",
@@ -127,7 +127,7 @@ def _status(code: int, reason: str, message: str) -> web.Response:
         "code": code,
     }
     headers = {"WWW-Authenticate": "Bearer"} if code == 401 else None
-    return web.json_response(body, status=code, headers=headers)
+    return json_reply(body, status=code, headers=headers)
 
 
 _REASONS = {
@@ -141,11 +141,11 @@ _REASONS = {
 }
 
 
-def _refused(verdict: Verdict) -> web.Response:
+def _refused(verdict: Verdict) -> Reply:
     return _status(verdict.code, _REASONS.get(verdict.code, "Failure"), verdict.message)
 
 
-def _too_large() -> web.Response:
+def _too_large() -> Reply:
     return _status(413, "RequestEntityTooLarge", f"the body exceeds {MAX_BODY_BYTES} bytes")
 
 
@@ -182,12 +182,7 @@ class ProgressServer:
         self.first_attempt_done = False
         """Whether the certificate was asked for once (had or not): the controllers hold
         planning until then, so that pods get the progress env from the start."""
-        app = web.Application(client_max_size=MAX_BODY_BYTES)
-        app.router.add_post(
-            "/apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}/status", self._report
-        )
-        self._app = app
-        self._runner: web.AppRunner | None = None
+        self._server: HttpServer | None = None
 
     def add_kind(
         self,
@@ -232,7 +227,7 @@ class ProgressServer:
                         port=self.settings.port,
                         error=str(exc),
                     )
-                    await self._close_runner()
+                    await self._close_server()
                     await asyncio.sleep(_CERT_RETRY_SECONDS)
             await asyncio.Event().wait()
         finally:
@@ -240,14 +235,13 @@ class ProgressServer:
 
     async def start(self, cert: ServingCert) -> None:
         context = _ssl_context(cert)
-        runner = web.AppRunner(self._app, access_log=None, handle_signals=False)
-        await runner.setup()
-        self._runner = runner
+        server = HttpServer(self._report, max_body=MAX_BODY_BYTES)
+        self._server = server
         host = self.settings.bind_address
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         sock = socket.create_server((host, self.settings.port), family=family)
         sock.setblocking(False)
-        await web.SockSite(runner, sock, ssl_context=context).start()
+        await server.listen(sock, ssl_context=context)
         self.port = sock.getsockname()[1]
         log.info("serving training progress", port=self.port, url=self.base_url)
 
@@ -258,13 +252,13 @@ class ProgressServer:
     async def stop(self) -> None:
         for _, kind in self._kinds.values():
             await kind.coalescer.close()
-        await self._close_runner()
+        await self._close_server()
         await self._api.close()
 
-    async def _close_runner(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+    async def _close_server(self) -> None:
+        if self._server is not None:
+            await self._server.close()
+            self._server = None
 
     async def _certificate(self) -> ServingCert:
         """The shared certificate; retried (progress is optional, training is not blocked)."""
@@ -319,7 +313,7 @@ class ProgressServer:
             return _from_secret(await self._api.get(SECRETS, name, namespace=ns))
         return cert
 
-    async def _report(self, request: web.Request) -> web.Response:
+    async def _report(self, request: Request) -> Reply:
         try:
             response = await self._answer(request)
         except Exception as exc:  # an API client error, a bug: the reporter gets a Status
@@ -330,12 +324,21 @@ class ProgressServer:
             self.metrics.coalesced.inc()
         return response
 
-    async def _answer(self, request: web.Request) -> web.Response:
-        info = request.match_info
-        namespace, name = info["namespace"], info["name"]
-        served = self._kinds.get((info["group"], info["version"], info["plural"]))
+    async def _answer(self, request: Request) -> Reply:
+        # /apis/{group}/{version}/namespaces/{namespace}/{plural}/{name}/status
+        parts = request.path.split("/")
+        served = None
+        if (
+            len(parts) == 9
+            and (parts[1], parts[4], parts[8]) == ("apis", "namespaces", "status")
+            and all(parts[2:8])
+        ):
+            served = self._kinds.get((parts[2], parts[3], parts[6]))
         if served is None:
             return _status(404, "NotFound", f"no progress is served at {request.path}")
+        if request.method != "POST":
+            return _status(405, "MethodNotAllowed", f"{request.method} is not allowed; use POST")
+        namespace, name = parts[5], parts[7]
         target, kind = served
         if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
             return _too_large()
@@ -347,20 +350,20 @@ class ProgressServer:
         try:
             async with asyncio.timeout(READ_TIMEOUT):
                 body = await request.read()
-        except web.HTTPRequestEntityTooLarge:
+        except BodyTooLarge:
             return _too_large()
         except TimeoutError:
             return _status(408, "Timeout", f"the body did not arrive within {READ_TIMEOUT:g} s")
         try:
             status = parse_report(body, now=self._clock())
             if status is None:
-                return web.json_response({}, status=200)
+                return json_reply({}, status=200)
             if kind.current(namespace, name) is None:
                 raise _not_found(target, namespace, name)
             now = await kind.coalescer.submit(namespace, name, status)
         except ReportError as exc:
             return _status(exc.code, exc.reason, exc.message)
-        return web.json_response({"trainerStatus": status}, status=200 if now else 202)
+        return json_reply({"trainerStatus": status}, status=200 if now else 202)
 
     async def _write(self, target: ProgressTarget, namespace: str, name: str, status: Obj) -> bool:
         _, kind = self._kinds[(target.group, target.version, target.plural)]

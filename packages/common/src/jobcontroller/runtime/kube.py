@@ -36,16 +36,17 @@ after the retries are spent.
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
+import ipaddress
+import os
 import re
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Self
-from urllib.parse import quote, urlencode, urlsplit
+from urllib.parse import quote, unquote, urlencode, urlsplit, urlunsplit
 
-import aiohttp.helpers
 import structlog
-import yarl
 
 from jobcontroller.runtime import codec
 from jobcontroller.runtime.apitypes import (
@@ -639,13 +640,62 @@ class KubeApi:
 
 
 def _proxy_for(config: ClusterConfig) -> tuple[str | None, dict[str, str] | None]:
-    """The proxy to the API server: the kubeconfig's ``proxy-url``, else the environment's
-    (``$HTTPS_PROXY``/``$NO_PROXY``, as client-go reads them), looked up once here."""
-    if config.proxy:
-        return config.proxy, None
-    try:
-        proxy, proxy_auth = aiohttp.helpers.get_env_proxy_for_url(yarl.URL(config.host))
-    except LookupError:
+    """The proxy to the API server and its ``Proxy-Authorization`` header: the kubeconfig's
+    ``proxy-url``, else the environment's as client-go reads it (``$HTTPS_PROXY`` for an https
+    server, ``$HTTP_PROXY`` for http, either case; ``$NO_PROXY``), looked up once here."""
+    proxy = config.proxy or _env_proxy(config.host)
+    if not proxy:
         return None, None
-    headers = {"Proxy-Authorization": proxy_auth.encode()} if proxy_auth is not None else None
-    return str(proxy), headers
+    if "://" not in proxy:
+        proxy = "http://" + proxy  # as Go's httpproxy reads a bare host:port
+    parts = urlsplit(proxy)
+    if parts.username is None:
+        return proxy, None
+    secret = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    netloc = parts.netloc.rpartition("@")[2]
+    headers = {"Proxy-Authorization": "Basic " + base64.b64encode(secret.encode()).decode()}
+    return urlunsplit(parts._replace(netloc=netloc)), headers
+
+
+def _env_proxy(server: str) -> str | None:
+    """golang.org/x/net/http/httpproxy's rules: no proxy for localhost or a loopback address,
+    nor for a host ``$NO_PROXY`` names (``*``; an address or CIDR; a domain, which covers its
+    subdomains, or a ``.domain``, which covers only them; each with an optional port)."""
+    env = os.environ
+    url = urlsplit(server)
+    names = (
+        ("HTTPS_PROXY", "https_proxy") if url.scheme == "https" else ("HTTP_PROXY", "http_proxy")
+    )
+    proxy = next((env[n] for n in names if env.get(n)), None)
+    host = (url.hostname or "").lower()
+    if not proxy or not host or host == "localhost":
+        return None
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    if address is not None and address.is_loopback:
+        return None
+    for raw in (env.get("NO_PROXY") or env.get("no_proxy") or "").split(","):
+        entry = raw.strip().lower()
+        if entry == "*":
+            return None
+        if not entry:
+            continue
+        if "/" in entry:
+            try:
+                if address is not None and address in ipaddress.ip_network(entry, strict=False):
+                    return None
+            except ValueError:
+                pass
+            continue
+        name, _, entry_port = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
+        if entry_port and entry_port != str(port):
+            continue
+        name = name.strip("[]")
+        if name == host or (not name.startswith(".") and host.endswith("." + name)):
+            return None
+        if name.startswith(".") and host.endswith(name):
+            return None
+    return proxy

@@ -2,8 +2,8 @@
 
 Our own structlog loggers render straight onto the stream (structlog's own bound logger, no
 stdlib ``LogRecord``, handler or formatter on the way, orjson for the JSON: a line costs 0.39 of
-what the stdlib route cost, ``bench/bench_logging.py``). The libraries we depend on (aiohttp,
-asyncio) log through stdlib ``logging``: their records get the same chain as
+what the stdlib route cost, ``bench/bench_logging.py``). The libraries we depend on (asyncio
+among them) log through stdlib ``logging``: their records get the same chain as
 ``foreign_pre_chain`` of a :class:`structlog.stdlib.ProcessorFormatter` on the same stream,
 so every line carries the same keys (timestamp, level, logger and any contextvars bound by
 the reconcile worker). Both write under the handler's lock, a line at a time.
@@ -25,7 +25,7 @@ LogFormat = Literal["json", "console"]
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 #: Libraries that log very chattily at DEBUG; they stay at INFO or above unless asked for.
-_NOISY_LIBRARIES = ("aiohttp.access", "asyncio")
+_NOISY_LIBRARIES = ("asyncio",)
 
 #: Marks the handler this module installed, so reconfiguring replaces it instead of stacking.
 _HANDLER_NAME = "jobcontroller"

@@ -1,4 +1,5 @@
-"""The operator's HTTP endpoints: ``/metrics``, ``/healthz`` and ``/readyz``, on one aiohttp app.
+"""The operator's HTTP endpoints: ``/metrics``, ``/healthz`` and ``/readyz``, on one server
+(:mod:`jobcontroller.runtime.httpserver`).
 
 The anchors serve metrics on :8080 and probes on :8081. Here one application serves all three
 paths and listens on one or two sockets: on both ports when they differ (so the Deployment's
@@ -11,6 +12,8 @@ Port 0 asks the OS for a free port; :attr:`OperatorServer.metrics_port` and
 * ``/readyz`` answers 200 when every informer has synced, 503 before; a standby replica with
   synced caches is ready. The JSON body reports ``synced``, ``leader`` and each informer.
 * ``/metrics`` is the Prometheus text (or OpenMetrics, if asked) of the process registry.
+
+Any other path is 404, any other method 405.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import structlog
-from aiohttp import web
 from prometheus_client import CollectorRegistry
-from prometheus_client.aiohttp import make_aiohttp_handler
+from prometheus_client.exposition import choose_encoder
+
+from jobcontroller.runtime.httpserver import HttpServer, Reply, Request, json_reply, text_reply
 
 __all__ = ["OperatorServer"]
 
@@ -48,12 +52,13 @@ class OperatorServer:
         self._host = host
         self._requested = (metrics_port, health_port)
         self._ports: tuple[int, int] | None = None
-        self._runner: web.AppRunner | None = None
-        app = web.Application()
-        app.router.add_get("/metrics", make_aiohttp_handler(registry))
-        app.router.add_get("/healthz", self._healthz)
-        app.router.add_get("/readyz", self._readyz)
-        self._app = app
+        self._registry = registry
+        self._server: HttpServer | None = None
+        self._routes: dict[str, Callable[[Request], Reply]] = {
+            "/metrics": self._metrics,
+            "/healthz": self._healthz,
+            "/readyz": self._readyz,
+        }
 
     @property
     def metrics_port(self) -> int:
@@ -66,9 +71,9 @@ class OperatorServer:
         return self._bound()[1]
 
     async def start(self) -> None:
-        runner = web.AppRunner(self._app, access_log=None, handle_signals=False)
-        await runner.setup()
-        self._runner = runner
+        # Probes and scrapes carry no body: none is read.
+        server = HttpServer(self._handle, max_body=0)
+        self._server = server
         try:
             metrics_port, health_port = self._requested
             metrics_sock = self._listen(metrics_port)
@@ -81,18 +86,18 @@ class OperatorServer:
             else:
                 ports.append(ports[0])
             for sock in sockets:
-                await web.SockSite(runner, sock).start()
+                await server.listen(sock)
         except BaseException:
-            await runner.cleanup()
-            self._runner = None
+            await server.close()
+            self._server = None
             raise
         self._ports = (ports[0], ports[1])
         log.info("serving", host=self._host, metrics_port=ports[0], health_port=ports[1])
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        if self._server is not None:
+            await self._server.close()
+            self._server = None
 
     def _listen(self, port: int) -> socket.socket:
         family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
@@ -105,11 +110,23 @@ class OperatorServer:
             raise RuntimeError("server not started")
         return self._ports
 
-    async def _healthz(self, _: web.Request) -> web.Response:
-        if self._healthy():
-            return web.Response(text="ok\n")
-        return web.Response(status=500, text="fatal error; shutting down\n")
+    async def _handle(self, request: Request) -> Reply:
+        route = self._routes.get(request.path)
+        if route is None:
+            return text_reply("404: Not Found\n", 404)
+        if request.method != "GET":
+            return Reply(405, b"405: Method Not Allowed\n", headers={"Allow": "GET"})
+        return route(request)
 
-    async def _readyz(self, _: web.Request) -> web.Response:
+    def _metrics(self, request: Request) -> Reply:
+        encoder, content_type = choose_encoder(request.headers.get("Accept") or "")
+        return Reply(200, encoder(self._registry), content_type)
+
+    def _healthz(self, _: Request) -> Reply:
+        if self._healthy():
+            return text_reply("ok\n")
+        return text_reply("fatal error; shutting down\n", 500)
+
+    def _readyz(self, _: Request) -> Reply:
         body = dict(self._readiness())
-        return web.json_response(body, status=200 if body.get("synced") else 503)
+        return json_reply(body, status=200 if body.get("synced") else 503)
