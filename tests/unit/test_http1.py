@@ -363,3 +363,19 @@ async def test_headers_are_looked_up_in_any_case(server: RawServer) -> None:
     assert (resp.status, resp.reason) == (429, "Too Many Requests")
     assert resp.headers.get("Retry-After") == resp.headers["retry-after"] == "3"
     assert b"Content-Length: 2\r\n\r\n{}" in server.heads[0]
+
+
+async def test_closing_the_pool_ends_a_stream_in_use(server: RawServer) -> None:
+    async def endless(head: bytes, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        await asyncio.sleep(5)
+
+    server.script = [endless]
+    p = pool(server)
+    stream = await p.stream("GET", "/w", {}, read_timeout=30, max_line=100, line_timeout=30)
+    reading = asyncio.create_task(stream.next_line())
+    await asyncio.sleep(0.05)
+    await p.close()
+    with pytest.raises(Disconnected, match="client was closed"):
+        await asyncio.wait_for(reading, 2)
+    stream.close()

@@ -414,7 +414,8 @@ class Pool:
                 auth["Proxy-Authorization"] = "Basic " + base64.b64encode(secret.encode()).decode()
             self._proxy_header = "".join(f"{k}: {v}\r\n" for k, v in auth.items())
         self._idle: list[_Conn] = []
-        self._open = 0
+        self._conns: set[_Conn] = set()
+        """Every open connection, idle or in use."""
         self._slots: asyncio.Semaphore | None = None
         self._closed = False
 
@@ -502,13 +503,13 @@ class Pool:
                 conn = self._idle.pop()
                 if not conn.closed and not conn.transport.is_closing():  # type: ignore[union-attr]
                     return conn
-                self._open -= 1
+                self._conns.discard(conn)
                 conn.abort()
             conn = await self._connect()
         except BaseException:
             self._slots.release()
             raise
-        self._open += 1
+        self._conns.add(conn)
         return conn
 
     def _release(self, conn: _Conn, *, reuse: bool) -> None:
@@ -516,7 +517,7 @@ class Pool:
         if reuse and not conn.closed and not self._closed:
             self._idle.append(conn)
         else:
-            self._open -= 1
+            self._conns.discard(conn)
             conn.abort()
         assert self._slots is not None
         self._slots.release()
@@ -579,10 +580,13 @@ class Pool:
         conn.connection_made(tls)
 
     async def close(self) -> None:
+        """Closes every connection: requests and streams still using one fail with
+        :class:`Disconnected`."""
         self._closed = True
-        idle, self._idle = self._idle, []
-        for conn in idle:
-            self._open -= 1
+        self._idle = []
+        conns, self._conns = self._conns, set()
+        for conn in conns:
+            conn.fail(Disconnected("the client was closed"))
             conn.abort()
 
 
