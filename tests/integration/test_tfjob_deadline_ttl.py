@@ -7,7 +7,17 @@ they start), so only the operator's own timer can end the job or delete it.
 
 from __future__ import annotations
 
-from tfjobs import TFJOBS, condition, events, has, replica, tfjob, wait_job, wait_pods
+from tfjobs import (
+    TFJOBS,
+    condition,
+    events,
+    has,
+    replica,
+    tfjob,
+    wait_event,
+    wait_job,
+    wait_pods,
+)
 
 from jobcontroller.runtime.kube import KubeApi
 from jobcontroller.testing.operator import running
@@ -63,6 +73,8 @@ async def test_ttl_deletes_the_finished_job(
             timeout=20,
             what="TFJob short deleted by its TTL",
         )
+        # The Event goes out in the background, after the delete the wait above saw.
+        await wait_event(kube, ns, "SuccessfulDeleteJob")
         assert [e["type"] for e in await events(kube, ns, reason="SuccessfulDeleteJob")] == [
             "Normal"
         ]

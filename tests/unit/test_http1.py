@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -379,3 +381,44 @@ async def test_closing_the_pool_ends_a_stream_in_use(server: RawServer) -> None:
     with pytest.raises(Disconnected, match="client was closed"):
         await asyncio.wait_for(reading, 2)
     stream.close()
+
+
+async def test_a_post_on_a_connection_the_server_reset_while_idle_goes_on_a_new_one(
+    server: RawServer,
+) -> None:
+    """The server reset a kept-alive connection before the loop could notice (its reading is
+    paused here to make that certain): writing to it fails, so nothing was sent, and the POST
+    is sent again on a new connection rather than failed."""
+
+    async def answer_then_reset(head: bytes, writer: asyncio.StreamWriter) -> None:
+        await json_answer(b"{}")(head, writer)
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()  # RST
+
+    server.script = [answer_then_reset, json_answer(b'{"created": true}')]
+    p = pool(server)
+    try:
+        assert await get(p) == (200, b"{}")
+        [idle] = p._idle
+        idle.transport.pause_reading()  # type: ignore[union-attr]
+        await asyncio.sleep(0.1)  # the RST arrives, unread
+        resp = await p.request("POST", "/x", {}, b"{}", read_timeout=5)
+        assert (resp.status, resp.body) == (200, b'{"created": true}')
+    finally:
+        await p.close()
+    assert server.connections == 2
+    assert len(server.heads) == 2  # the POST reached the server once
+
+
+async def test_a_connection_idle_past_the_keepalive_is_not_reused(server: RawServer) -> None:
+    server.script = [json_answer(b"{}")]
+    p = pool(server, keepalive=0.2)
+    try:
+        assert await get(p) == (200, b"{}")
+        assert await get(p) == (200, b"{}")  # at once: the same connection
+        await asyncio.sleep(0.3)
+        assert await get(p) == (200, b"{}")
+    finally:
+        await p.close()
+    assert server.connections == 2

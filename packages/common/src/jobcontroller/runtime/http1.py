@@ -8,7 +8,9 @@ general client's layers (URL objects, cookie jars, tracing hooks, multi-dicts, a
 per response, redirects, content decoding). What it does:
 
 * keep-alive connections, at most ``limit`` open, reused last-in first-out; one that the server
-  closed (or that answered ``Connection: close``) is never reused;
+  closed (or that answered ``Connection: close``) is never reused, nor one idle for more than
+  ``keepalive`` seconds (15, aiohttp's default: a connection a NAT or load balancer dropped
+  silently would otherwise take a request with it);
 * TLS with the caller's ``SSLContext`` and server name, the TLS handshake inside the connect
   timeout;
 * an HTTP proxy: ``CONNECT`` tunnels for an ``https`` server (with ``Proxy-Authorization``
@@ -107,6 +109,9 @@ class _Conn(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._read_timeout = 0.0
         self._last_read = 0.0
+        self.idle_since = 0.0
+        self.uses = 0
+        self.lost: BaseException | None = None
         self._begin()
 
     def _begin(self) -> None:
@@ -118,6 +123,8 @@ class _Conn(asyncio.Protocol):
         self.keep_alive = False
         self.error: BaseException | None = None
         self._until_eof = False
+        self.got_bytes = False
+        self.unsent = False
         self._body: list[bytes] = []
         self._waiter: asyncio.Future[None] | None = None
         # Stream mode (a watch): lines instead of one body.
@@ -134,10 +141,14 @@ class _Conn(asyncio.Protocol):
     def send(self, data: bytes, read_timeout: float) -> None:
         assert self.transport is not None
         self._begin()
+        self.uses += 1
         self._read_timeout = read_timeout
         self._last_read = self._loop.time()
         self._arm(self._last_read + read_timeout)
         self.transport.write(data)
+        # The loop writes at once what the socket takes; a write that failed there (the peer
+        # had reset the connection) closed the transport already: nothing was sent.
+        self.unsent = self.transport.is_closing()
 
     def streaming(self, max_line: int, line_timeout: float) -> None:
         self.lines = collections.deque()
@@ -155,6 +166,12 @@ class _Conn(asyncio.Protocol):
                 await self._waiter
             finally:
                 self._waiter = None
+
+    async def wait_complete(self) -> None:
+        await self.wait_until(self._is_complete)
+
+    def _is_complete(self) -> bool:
+        return self.complete
 
     def _wake(self) -> None:
         waiter = self._waiter
@@ -217,6 +234,7 @@ class _Conn(asyncio.Protocol):
     @override
     def data_received(self, data: bytes) -> None:
         self._last_read = self._loop.time()
+        self.got_bytes = True
         try:
             self._parser.feed_data(data)
         except Exception as exc:  # httptools' parse errors, a line too long
@@ -230,6 +248,7 @@ class _Conn(asyncio.Protocol):
     @override
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self.lost = exc
         self.disarm()
         if self.headers_done and self._until_eof and not self.complete:
             self.complete = True  # an answer delimited by the end of the connection
@@ -349,7 +368,7 @@ class Stream:
         conn = self._conn
         if conn is None:
             return b""
-        await conn.wait_until(lambda: conn.complete)
+        await conn.wait_complete()
         lines = conn.lines or ()
         return b"\n".join(lines)
 
@@ -377,6 +396,7 @@ class Pool:
         server_hostname: str | None = None,
         limit: int = 100,
         connect_timeout: float = 10.0,
+        keepalive: float = 15.0,
         proxy: str | None = None,
         proxy_headers: Mapping[str, str] | None = None,
     ) -> None:
@@ -399,6 +419,7 @@ class Pool:
         self._prefix = parts.path.rstrip("/")
         self._limit = limit
         self._connect_timeout = connect_timeout
+        self._keepalive = keepalive
         self._proxy: tuple[str, int] | None = None
         self._proxy_header = ""
         if proxy:
@@ -430,17 +451,27 @@ class Pool:
         *,
         read_timeout: float,
     ) -> Response:
-        """One request, its answer read whole. ``target`` is the path and query."""
-        conn = await self._acquire()
-        reuse = False
-        try:
-            conn.send(self._head(method, target, headers, body), read_timeout)
-            if not conn.complete:
-                await conn.wait_until(lambda: conn.complete)
-            reuse = conn.keep_alive
-            return Response(conn.status, conn.reason, conn.headers, conn.body())
-        finally:
-            self._release(conn, reuse=reuse)
+        """One request, its answer read whole. ``target`` is the path and query.
+
+        A kept-alive connection the server closed just before the request was written to it
+        (the write failed: nothing was sent) is replaced by a new one, once, for every method:
+        Go's transport does the same (its ``nothingWrittenError``)."""
+        data = self._head(method, target, headers, body)
+        while True:
+            conn = await self._acquire()
+            reuse = False
+            try:
+                conn.send(data, read_timeout)
+                if not conn.complete:
+                    await conn.wait_complete()
+                reuse = conn.keep_alive
+                return Response(conn.status, conn.reason, conn.headers, conn.body())
+            except Disconnected:
+                if conn.uses > 1 and conn.unsent and not conn.got_bytes:
+                    continue  # released (not reused) below; a new connection next
+                raise
+            finally:
+                self._release(conn, reuse=reuse)
 
     async def stream(
         self,
@@ -499,9 +530,12 @@ class Pool:
         else:
             await self._slots.acquire()
         try:
+            stale = asyncio.get_running_loop().time() - self._keepalive
             while self._idle:
                 conn = self._idle.pop()
-                if not conn.closed and not conn.transport.is_closing():  # type: ignore[union-attr]
+                if (
+                    conn.idle_since > stale and not conn.closed and not conn.transport.is_closing()  # type: ignore[union-attr]
+                ):
                     return conn
                 self._conns.discard(conn)
                 conn.abort()
@@ -515,6 +549,7 @@ class Pool:
     def _release(self, conn: _Conn, *, reuse: bool) -> None:
         conn.disarm()
         if reuse and not conn.closed and not self._closed:
+            conn.idle_since = conn._loop.time()
             self._idle.append(conn)
         else:
             self._conns.discard(conn)
