@@ -40,7 +40,17 @@ async def test_worker_zero_success_completes_the_job_by_default(
     async with running(kubeconfig, TFJobController()) as op:
         await kube.create(TFJOBS, tfjob("w0", {"Worker": replica(3)}), namespace=ns)
         await wait_pods(kube, ns, _workers("w0", 3), phase="Running")
-        running_job = await wait_job(kube, ns, "w0", "Running")
+        await wait_job(kube, ns, "w0", "Running")  # set once any worker runs
+        # The status counts the third running pod once the operator's cache has seen it.
+        running_job = await wait_for(
+            kube,
+            TFJOBS,
+            "w0",
+            namespace=ns,
+            until=lambda j: j is not None and replica_status(j, "Worker").get("active") == 3,
+            timeout=20,
+            what="3 active workers in the status",
+        )
         assert replica_status(running_job, "Worker")["active"] == 3
         running_cond = condition(running_job, "Running")
         assert running_cond is not None and running_cond["reason"] == "TFJobRunning"

@@ -349,8 +349,11 @@ async def test_a_reader_far_behind_pauses_the_stream_without_timing_it_out(
                 if got == 100:
                     await asyncio.sleep(0.6)  # behind by two read timeouts
         assert got == count
+        server.script = [flood, json_answer(b"{}")]
+        assert await get(p) == (200, b"{}")  # the same connection, reading again
     finally:
         await p.close()
+    assert server.connections == 1
 
 
 async def test_headers_are_looked_up_in_any_case(server: RawServer) -> None:

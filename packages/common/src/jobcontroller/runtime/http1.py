@@ -140,6 +140,8 @@ class _Conn(asyncio.Protocol):
 
     def send(self, data: bytes, read_timeout: float) -> None:
         assert self.transport is not None
+        if self._paused:  # a stream that ended while its reader was behind
+            self.transport.resume_reading()
         self._begin()
         self.uses += 1
         self._read_timeout = read_timeout

@@ -328,8 +328,8 @@ class _ServerConn(asyncio.Protocol):
             if not keep:
                 self._close()
                 return
-            if not self._queue and self._current is None:
-                self._arm(self._server.idle_timeout)
+            if not self._queue and self._current is None and not self._in_head:
+                self._arm(self._server.idle_timeout)  # (a head under way keeps its own)
 
     def _write(self, reply: Reply, *, keep_alive: bool) -> None:
         if self._transport is None or self._transport.is_closing():
