@@ -390,8 +390,9 @@ async def test_a_post_on_a_connection_the_server_reset_while_idle_goes_on_a_new_
     server: RawServer,
 ) -> None:
     """The server reset a kept-alive connection before the loop could notice (its reading is
-    paused here to make that certain): writing to it fails, so nothing was sent, and the POST
-    is sent again on a new connection rather than failed."""
+    paused here to make that certain): the pool sees the reset waiting on the idle socket (or,
+    had it come a moment later, the write fails: nothing was sent), and the POST goes on a new
+    connection rather than failing."""
 
     async def answer_then_reset(head: bytes, writer: asyncio.StreamWriter) -> None:
         await json_answer(b"{}")(head, writer)
@@ -425,3 +426,40 @@ async def test_a_connection_idle_past_the_keepalive_is_not_reused(server: RawSer
     finally:
         await p.close()
     assert server.connections == 2
+
+
+async def test_a_connection_closed_with_connection_close_after_a_stream_is_not_reused(
+    server: RawServer,
+) -> None:
+    async def one_line_then_close(head: bytes, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 6\r\n\r\n{}\n{}\n")
+        await writer.drain()
+        await asyncio.sleep(0.3)  # the close comes late: the pool must not count on seeing it
+        writer.close()
+
+    server.script = [one_line_then_close, json_answer(b"[]")]
+    p = pool(server)
+    try:
+        stream = await p.stream("GET", "/w", {}, read_timeout=5, max_line=100, line_timeout=5)
+        async with stream:
+            assert [line async for line in _lines(stream)] == [b"{}", b"{}"]
+        assert await get(p) == (200, b"[]")
+    finally:
+        await p.close()
+    assert server.connections == 2
+
+
+async def test_an_error_body_longer_than_the_pause_mark_is_read_whole(server: RawServer) -> None:
+    page = b"".join(b"<p>line %d</p>\n" % i for i in range(2000))
+    head = b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: %d\r\n\r\n" % len(page)
+    server.script = [raw(head + page)]
+    p = pool(server)
+    try:
+        stream = await p.stream("GET", "/w", {}, read_timeout=5, max_line=100, line_timeout=5)
+        async with stream:
+            assert stream.status == 502
+            await asyncio.sleep(0.1)  # all of it arrives: reading pauses at the mark
+            body = await asyncio.wait_for(stream.read(), 2)
+        assert body == page.rstrip(b"\n")
+    finally:
+        await p.close()

@@ -173,7 +173,7 @@ async def test_the_probe_server_routes_and_formats() -> None:
         assert om[0][2].endswith(b"# EOF\n")
         missing = answers(await exchange(h, b"GET /nope HTTP/1.1\r\nConnection: close\r\n\r\n"))
         posted = answers(await exchange(h, b"POST /healthz HTTP/1.1\r\nConnection: close\r\n\r\n"))
-        assert (missing[0][0], posted[0][0], posted[0][1]["Allow"]) == (404, 405, "GET")
+        assert (missing[0][0], posted[0][0], posted[0][1]["Allow"]) == (404, 405, "GET, HEAD")
     finally:
         await server.stop()
 
@@ -196,3 +196,57 @@ async def test_health_answers_500_once_the_manager_failed() -> None:
         assert answers(await exchange(server.health_port, ask))[0][0] == 500
     finally:
         await server.stop()
+
+
+async def test_a_client_that_never_reads_its_answers_is_not_answered_without_bound() -> None:
+    handled = 0
+
+    async def big(request: Request) -> Reply:
+        nonlocal handled
+        handled += 1
+        return Reply(200, b"x" * 65536)
+
+    server = HttpServer(big, max_body=0, idle_timeout=5)
+    sock = socket.create_server(("127.0.0.1", 0))
+    sock.setblocking(False)
+    await server.listen(sock)
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", sock.getsockname()[1])
+        for _ in range(40):  # 2,000 small requests, sent in pieces as a client would
+            writer.write(b"GET /m HTTP/1.1\r\n\r\n" * 50)
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.5)
+        # The socket buffers hold a few answers; the server then waits for the client.
+        assert 0 < handled < 100
+        writer.close()
+    finally:
+        await server.close()
+
+
+async def test_a_handler_under_way_finishes_when_its_client_leaves() -> None:
+    finished = asyncio.Event()
+
+    async def slow(request: Request) -> Reply:
+        await asyncio.sleep(0.3)
+        finished.set()  # e.g. the status write a report started
+        return text_reply("done\n")
+
+    server = HttpServer(slow, max_body=0)
+    sock = socket.create_server(("127.0.0.1", 0))
+    sock.setblocking(False)
+    await server.listen(sock)
+    try:
+        _, writer = await asyncio.open_connection("127.0.0.1", sock.getsockname()[1])
+        writer.write(b"GET /x HTTP/1.1\r\n\r\n")
+        await asyncio.sleep(0.05)
+        writer.transport.abort()
+        await asyncio.wait_for(finished.wait(), 2)
+    finally:
+        await server.close()
+
+
+async def test_head_is_get_without_the_body(port: int) -> None:
+    raw = await exchange(port, b"HEAD /x HTTP/1.1\r\nConnection: close\r\n\r\n")
+    head, _, body = raw.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"Content-Length: " in head
+    assert body == b""

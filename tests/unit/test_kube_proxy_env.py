@@ -90,3 +90,10 @@ async def test_a_kubeconfig_proxy_url_with_credentials_authenticates() -> None:
     assert api._proxy == "http://other:8080"
     assert api._proxy_headers == {"Proxy-Authorization": "Basic dUB4OnA6dw=="}  # u@x:p:w
     await api.close()
+
+
+def test_a_proxy_this_client_cannot_use_is_refused_when_it_is_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(ValueError, match=r"only an http:// proxy is supported"):
+        _proxy(monkeypatch, "https://10.0.0.1:6443", HTTPS_PROXY="socks5://user:pw@p:1080")

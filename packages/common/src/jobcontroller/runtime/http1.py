@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
+import select
 import ssl
 from collections.abc import Callable, Iterator, Mapping
 from urllib.parse import unquote, urlsplit
@@ -135,6 +136,7 @@ class _Conn(asyncio.Protocol):
         self._line_timeout = 0.0
         self._last_line = 0.0
         self._paused = False
+        self._may_pause = True
 
     # -- sending and waiting ------------------------------------------------------------------
 
@@ -304,7 +306,12 @@ class _Conn(asyncio.Protocol):
                     lines.append(line)
             self._partial_len = 0
             self._last_line = self._last_read
-            if len(lines) > _PAUSE_LINES and not self._paused and self.transport is not None:
+            if (
+                len(lines) > _PAUSE_LINES
+                and self._may_pause
+                and not self._paused
+                and self.transport is not None
+            ):
                 self._paused = True
                 self.transport.pause_reading()
             self._wake()
@@ -326,6 +333,32 @@ class _Conn(asyncio.Protocol):
             if not line.isspace():
                 self.lines.append(line)
         self._wake()
+
+    def read_whole(self) -> None:
+        """The reader takes the rest at once (an error's body): reading is never paused."""
+        self._may_pause = False
+        if self._paused:
+            self._paused = False
+            self._last_read = self._loop.time()
+            if self.transport is not None:
+                self.transport.resume_reading()
+
+    def alive(self) -> bool:
+        """Whether this idle connection can carry a request: open, and nothing to read on it
+        (an idle connection that is readable holds the server's close or reset, which the loop
+        may not have seen yet), as urllib3 checks a pooled connection."""
+        transport = self.transport
+        if self.closed or transport is None or transport.is_closing():
+            return False
+        sock = transport.get_extra_info("socket")
+        if sock is None:
+            return True
+        try:
+            poller = select.poll()
+            poller.register(sock.fileno(), select.POLLIN)
+            return not poller.poll(0)
+        except (OSError, ValueError):
+            return False
 
     def took_line(self) -> None:
         if self._paused and self.lines is not None and len(self.lines) < _RESUME_LINES:
@@ -370,6 +403,7 @@ class Stream:
         conn = self._conn
         if conn is None:
             return b""
+        conn.read_whole()
         await conn.wait_complete()
         lines = conn.lines or ()
         return b"\n".join(lines)
@@ -378,7 +412,7 @@ class Stream:
         conn, self._conn = self._conn, None
         if conn is not None:
             lines = conn.lines
-            self._pool._release(conn, reuse=conn.complete and not lines)
+            self._pool._release(conn, reuse=conn.complete and conn.keep_alive and not lines)
 
     async def __aenter__(self) -> Stream:
         return self
@@ -455,9 +489,11 @@ class Pool:
     ) -> Response:
         """One request, its answer read whole. ``target`` is the path and query.
 
-        A kept-alive connection the server closed just before the request was written to it
-        (the write failed: nothing was sent) is replaced by a new one, once, for every method:
-        Go's transport does the same (its ``nothingWrittenError``)."""
+        A kept-alive connection is checked before it is used (:meth:`_Conn.alive`); one that
+        the server reset after that check, so that the write itself failed and nothing was
+        sent, is replaced by a new one for every method, as Go's transport does (its
+        ``nothingWrittenError``). The loop reports a failed write at once on a plain
+        connection; over TLS it reports it later, as a lost connection (:class:`Disconnected`)."""
         data = self._head(method, target, headers, body)
         while True:
             conn = await self._acquire()
@@ -535,9 +571,7 @@ class Pool:
             stale = asyncio.get_running_loop().time() - self._keepalive
             while self._idle:
                 conn = self._idle.pop()
-                if (
-                    conn.idle_since > stale and not conn.closed and not conn.transport.is_closing()  # type: ignore[union-attr]
-                ):
+                if conn.idle_since > stale and conn.alive():
                     return conn
                 self._conns.discard(conn)
                 conn.abort()

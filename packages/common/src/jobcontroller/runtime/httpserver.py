@@ -14,9 +14,15 @@ handler call at a time. The limits are the ones a server facing pods it does not
   the caller), so an unauthenticated client cannot make the server buffer one;
 * a kept-alive connection idle for ``idle_timeout`` seconds is closed;
 * an answer given before its request's body was read closes the connection after it (the
-  rest of the body is not read).
+  rest of the body is not read);
+* answers wait for the client to read them: while the connection's write buffer is full, no
+  further request is read or answered, and more than :data:`_QUEUE_MAX` requests parsed ahead
+  of the one being answered close the connection; a connection closing after its answer is
+  aborted when the answer is not taken within ``head_timeout`` seconds.
 
-A handler that raises answers 500; one that cannot parse a request answers 400 and closes.
+A handler that raises answers 500; one that cannot parse a request answers 400 and closes. A
+client that goes away does not cancel its handler (a write it started completes); its answer is
+dropped. ``HEAD`` is answered as ``GET`` without the body.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ log = structlog.get_logger(__name__)
 
 #: Pipelined requests parsed ahead of the one being answered before reading is paused.
 _QUEUE_PAUSE = 8
+#: Requests parsed ahead from one read before the connection is refused.
+_QUEUE_MAX = 64
 
 
 class BodyTooLarge(Exception):
@@ -159,6 +167,7 @@ class HttpServer:
         self.idle_timeout = idle_timeout
         self._servers: list[asyncio.AbstractServer] = []
         self._conns: set[_ServerConn] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def listen(self, sock: socket.socket, ssl_context: ssl.SSLContext | None = None) -> None:
         loop = asyncio.get_running_loop()
@@ -173,6 +182,11 @@ class HttpServer:
             server.close()
         for conn in list(self._conns):
             conn.abort()
+        tasks, self._tasks = self._tasks, set()
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait(tasks)
         for server in servers:
             await server.wait_closed()
 
@@ -189,6 +203,8 @@ class _ServerConn(asyncio.Protocol):
         self._task: asyncio.Task[None] | None = None
         self._paused = False
         self._closing = False
+        self._drained: asyncio.Future[None] | None = None
+        """Set while the transport's write buffer is full."""
         # The request being parsed.
         self._in_head = False
         self._head_size = 0
@@ -203,7 +219,9 @@ class _ServerConn(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]
         self._server._conns.add(self)
         self._arm(self._server.idle_timeout)
-        self._task = self._loop.create_task(self._answer_in_order())
+        self._task = task = self._loop.create_task(self._answer_in_order())
+        self._server._tasks.add(task)
+        task.add_done_callback(self._server._tasks.discard)
 
     @override
     def data_received(self, data: bytes) -> None:
@@ -235,8 +253,21 @@ class _ServerConn(asyncio.Protocol):
             self._current._end(lost)
         for request in self._queue:
             request._end(lost)
-        if self._task is not None:
-            self._task.cancel()
+        # A handler under way finishes (its answer is dropped); a wait for work ends.
+        for future in (self._wakeup, self._drained):
+            if future is not None and not future.done():
+                future.set_result(None)
+
+    @override
+    def pause_writing(self) -> None:
+        if self._drained is None:
+            self._drained = self._loop.create_future()
+
+    @override
+    def resume_writing(self) -> None:
+        drained, self._drained = self._drained, None
+        if drained is not None and not drained.done():
+            drained.set_result(None)
 
     def abort(self) -> None:
         self._closing = True
@@ -279,6 +310,8 @@ class _ServerConn(asyncio.Protocol):
             self._server.max_body,
         )
         request.keep_alive = self._parser.should_keep_alive()
+        if len(self._queue) >= _QUEUE_MAX:
+            raise ValueError(f"more than {_QUEUE_MAX} pipelined requests")
         self._current = request
         self._queue.append(request)
         if len(self._queue) > _QUEUE_PAUSE and not self._paused and self._transport is not None:
@@ -324,14 +357,29 @@ class _ServerConn(asyncio.Protocol):
                 and request.keep_alive
                 and not self._closing
             )
-            self._write(reply, keep_alive=keep)
+            self._write(reply, keep_alive=keep, head_only=request.method == "HEAD")
             if not keep:
                 self._close()
                 return
+            if self._drained is not None:
+                # The client is not reading its answers: read and answer nothing more until
+                # it has (the idle timer would not run while a handler's answer waits).
+                if self._transport is not None and not self._paused:
+                    self._paused = True
+                    self._transport.pause_reading()
+                self._arm(self._server.idle_timeout)
+                await self._drained
+                if self._closing:
+                    return
+                self._disarm()
+                if self._paused and len(self._queue) <= _QUEUE_PAUSE // 2:
+                    self._paused = False
+                    if self._transport is not None:
+                        self._transport.resume_reading()
             if not self._queue and self._current is None and not self._in_head:
                 self._arm(self._server.idle_timeout)  # (a head under way keeps its own)
 
-    def _write(self, reply: Reply, *, keep_alive: bool) -> None:
+    def _write(self, reply: Reply, *, keep_alive: bool, head_only: bool = False) -> None:
         if self._transport is None or self._transport.is_closing():
             return
         try:
@@ -348,7 +396,8 @@ class _ServerConn(asyncio.Protocol):
         if reply.headers:
             head.extend(f"{k}: {v}\r\n" for k, v in reply.headers.items())
         head.append("\r\n")
-        self._transport.write("".join(head).encode("latin-1") + reply.body)
+        data = "".join(head).encode("latin-1")
+        self._transport.write(data if head_only else data + reply.body)
 
     def _refuse(self, status: HTTPStatus, message: str) -> None:
         """A request that cannot be parsed: answered at once (out of turn) and closed."""
@@ -357,8 +406,9 @@ class _ServerConn(asyncio.Protocol):
         self._close()
 
     def _close(self) -> None:
+        """Closes once the answer is sent; aborts if the client does not take it in time."""
         self._closing = True
-        self._disarm()
+        self._arm(self._server.head_timeout)
         if self._transport is not None:
             self._transport.close()
 

@@ -649,6 +649,12 @@ def _proxy_for(config: ClusterConfig) -> tuple[str | None, dict[str, str] | None
     if "://" not in proxy:
         proxy = "http://" + proxy  # as Go's httpproxy reads a bare host:port
     parts = urlsplit(proxy)
+    if parts.scheme != "http" or not parts.hostname:
+        # Refused when the client is made (at start), not at every request.
+        raise ValueError(
+            f"proxy {parts.scheme}://{parts.hostname}: only an http:// proxy is supported "
+            "(the API server is reached through its CONNECT tunnel)"
+        )
     if parts.username is None:
         return proxy, None
     secret = f"{unquote(parts.username)}:{unquote(parts.password or '')}"

@@ -13,7 +13,7 @@ Port 0 asks the OS for a free port; :attr:`OperatorServer.metrics_port` and
   synced caches is ready. The JSON body reports ``synced``, ``leader`` and each informer.
 * ``/metrics`` is the Prometheus text (or OpenMetrics, if asked) of the process registry.
 
-Any other path is 404, any other method 405.
+Any other path is 404, a method other than GET or HEAD 405.
 """
 
 from __future__ import annotations
@@ -114,8 +114,8 @@ class OperatorServer:
         route = self._routes.get(request.path)
         if route is None:
             return text_reply("404: Not Found\n", 404)
-        if request.method != "GET":
-            return Reply(405, b"405: Method Not Allowed\n", headers={"Allow": "GET"})
+        if request.method not in ("GET", "HEAD"):
+            return Reply(405, b"405: Method Not Allowed\n", headers={"Allow": "GET, HEAD"})
         return route(request)
 
     def _metrics(self, request: Request) -> Reply:
