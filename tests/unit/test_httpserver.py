@@ -250,3 +250,17 @@ async def test_head_is_get_without_the_body(port: int) -> None:
     head, _, body = raw.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 OK\r\n") and b"Content-Length: " in head
     assert body == b""
+
+
+async def test_a_head_in_pieces_is_measured_once(port: int) -> None:
+    """A 1.5 KiB head (the limit here is 2 KiB) sent in three pieces is served, and one of
+    3 KiB sent the same way is refused."""
+    for size, status in ((1500, 200), (3000, 431)):
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        head = b"GET /x HTTP/1.1\r\nConnection: close\r\nX-Pad: " + b"p" * size + b"\r\n\r\n"
+        for i in range(0, len(head), len(head) // 3 + 1):
+            writer.write(head[i : i + len(head) // 3 + 1])
+            await asyncio.sleep(0.02)
+        raw = await asyncio.wait_for(reader.read(), 2)
+        writer.close()
+        assert answers(raw)[0][0] == status

@@ -208,6 +208,9 @@ class _ServerConn(asyncio.Protocol):
         # The request being parsed.
         self._in_head = False
         self._head_size = 0
+        """Bytes of the head the parser handed over (line, names, values)."""
+        self._head_raw = 0
+        """Bytes received while a head was incomplete (the parser holds a partial header)."""
         self._url: list[bytes] = []
         self._headers = Headers()
         self._current: Request | None = None
@@ -228,8 +231,7 @@ class _ServerConn(asyncio.Protocol):
         if self._closing:
             return
         if self._in_head:
-            # A head arriving in pieces: the parser holds a header until it is whole.
-            self._head_size += len(data)
+            self._head_raw += len(data)
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -240,7 +242,7 @@ class _ServerConn(asyncio.Protocol):
             else:
                 self._refuse(HTTPStatus.BAD_REQUEST, f"not an HTTP/1.1 request: {exc}")
         else:
-            if self._in_head and self._head_size > self._server.max_head:
+            if self._in_head and self._head_raw > self._server.max_head:
                 self._refuse(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, "headers too large")
 
     @override
@@ -284,6 +286,7 @@ class _ServerConn(asyncio.Protocol):
     def on_message_begin(self) -> None:
         self._in_head = True
         self._head_size = 0
+        self._head_raw = 0
         self._url = []
         self._headers = Headers()
         self._arm(self._server.head_timeout)
