@@ -29,12 +29,11 @@ A read timeout is ``TimeoutError``. A request cancelled half-way closes its conn
 from __future__ import annotations
 
 import asyncio
-import base64
 import collections
 import select
 import ssl
 from collections.abc import Callable, Iterator, Mapping
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 import httptools
 from typing_extensions import override
@@ -112,7 +111,6 @@ class _Conn(asyncio.Protocol):
         self._last_read = 0.0
         self.idle_since = 0.0
         self.uses = 0
-        self.lost: BaseException | None = None
         self._begin()
 
     def _begin(self) -> None:
@@ -252,7 +250,6 @@ class _Conn(asyncio.Protocol):
     @override
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        self.lost = exc
         self.disarm()
         if self.headers_done and self._until_eof and not self.complete:
             self.complete = True  # an answer delimited by the end of the connection
@@ -465,11 +462,8 @@ class Pool:
                     f"proxy {proxy!r}: only an http:// proxy is supported (CONNECT for https)"
                 )
             self._proxy = (p.hostname, p.port or 80)
-            auth = dict(proxy_headers or {})
-            if p.username is not None and "Proxy-Authorization" not in auth:
-                secret = f"{unquote(p.username)}:{unquote(p.password or '')}"
-                auth["Proxy-Authorization"] = "Basic " + base64.b64encode(secret.encode()).decode()
-            self._proxy_header = "".join(f"{k}: {v}\r\n" for k, v in auth.items())
+            # Credentials come as headers (KubeApi takes them out of the proxy's URL).
+            self._proxy_header = "".join(f"{k}: {v}\r\n" for k, v in (proxy_headers or {}).items())
         self._idle: list[_Conn] = []
         self._conns: set[_Conn] = set()
         """Every open connection, idle or in use."""

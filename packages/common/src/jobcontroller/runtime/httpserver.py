@@ -200,7 +200,6 @@ class _ServerConn(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._queue: collections.deque[Request] = collections.deque()
         self._wakeup: asyncio.Future[None] | None = None
-        self._task: asyncio.Task[None] | None = None
         self._paused = False
         self._closing = False
         self._drained: asyncio.Future[None] | None = None
@@ -222,7 +221,7 @@ class _ServerConn(asyncio.Protocol):
         self._transport = transport  # type: ignore[assignment]
         self._server._conns.add(self)
         self._arm(self._server.idle_timeout)
-        self._task = task = self._loop.create_task(self._answer_in_order())
+        task = self._loop.create_task(self._answer_in_order())
         self._server._tasks.add(task)
         task.add_done_callback(self._server._tasks.discard)
 
