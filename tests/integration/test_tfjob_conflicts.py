@@ -95,7 +95,7 @@ async def test_the_slot_is_filled_once_the_foreign_pod_is_gone(
     kube: KubeApi, kubeconfig: str, kubeflow_crds: list[str], namespace: str
 ) -> None:
     ns = namespace
-    await kube.create(PODS, _foreign_pod({JOB_NAME_LABEL: "clash"}), namespace=ns)
+    foreign = await kube.create(PODS, _foreign_pod({JOB_NAME_LABEL: "clash"}), namespace=ns)
     async with running(kubeconfig, TFJobController()):
         await kube.create(TFJOBS, tfjob("clash", {"Worker": replica(2)}), namespace=ns)
         await wait_for(
@@ -106,14 +106,21 @@ async def test_the_slot_is_filled_once_the_foreign_pod_is_gone(
             until=lambda j: (condition(j, "Created") or {}).get("reason") == "ErrResourceExists",
             timeout=30,
         )
-        await kube.delete(PODS, "clash-worker-0", namespace=ns)
+        # The uid makes the delete touch the foreign pod only: a retried DELETE must not take
+        # the pod the operator creates in its place.
+        await kube.delete(PODS, "clash-worker-0", namespace=ns, uid=uid(foreign))
 
         def ours(items: list[Obj]) -> bool:
             return any(
-                p["metadata"]["name"] == "clash-worker-0" and p["metadata"].get("ownerReferences")
+                p["metadata"]["name"] == "clash-worker-0"
+                and p["metadata"].get("ownerReferences")
+                and not p["metadata"].get("deletionTimestamp")
                 for p in items
             )
 
+        # Both outcomes, each waited for (the condition is written in the pass that creates
+        # the pod, but the test reads them with two requests).
+        await wait_for_list(kube, PODS, namespace=ns, until=ours, timeout=30, what="our worker-0")
         await wait_for(
             kube,
             TFJOBS,
@@ -123,5 +130,4 @@ async def test_the_slot_is_filled_once_the_foreign_pod_is_gone(
             timeout=30,
             what="the conflict cleared from the Created condition",
         )
-        got = await pods(kube, ns)
-        assert ours(list(got.values()))
+        assert ours(list((await pods(kube, ns)).values()))
