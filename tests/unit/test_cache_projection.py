@@ -24,6 +24,7 @@ from plan_fixtures import merge_patch
 from jax_operator.controller import JAXJobController
 from jobcontroller import CreateObject, DeleteObject, Observed, PatchObject, Plan, plan
 from jobcontroller.controller.reconciler import Reconciler
+from jobcontroller.controller.watch import UNREAD_ON_UPDATE
 from jobcontroller.core.types import POD, SERVICE
 from jobcontroller.runtime.projection import (
     POD_SHAPE,
@@ -59,6 +60,22 @@ CONTROLLERS: dict[str, type[Reconciler[Any]]] = {
 }
 START = dt.datetime(2024, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 SHAPES = {POD: POD_SHAPE, SERVICE: SERVICE_SHAPE}
+
+
+def _unread_shape(kind: str, obj: dict[str, Any]) -> dict[str, Any] | None:
+    """The cache's shape of ``obj`` (the whole object for a kind kept whole) less the fields
+    whose change alone wakes no job (controller/watch.py's UNREAD_ON_UPDATE)."""
+    unread = UNREAD_ON_UPDATE.get(kind, ())
+    base = SHAPES.get(kind)
+    if base is None and not unread:
+        return None
+    shape: dict[str, Any] = dict(base) if base is not None else dict.fromkeys(obj)
+    for top, leaf in unread:
+        part = shape.get(top)
+        if part is None:  # kept whole: every field of the object's own, but ``leaf``
+            part = dict.fromkeys(obj.get(top) or {})
+        shape[top] = {k: v for k, v in part.items() if k != leaf}
+    return shape
 
 
 def _stamp(minutes: int) -> str:
@@ -105,9 +122,13 @@ class ApiServer:
 
     def observed(self, *, cached: str) -> Observed:
         """``cached``: "" whole objects, "guarded" projected ones that raise on a lookup of
-        a dropped field, "stored" the caches' own (shared parts, raising on a write)."""
+        a dropped field, "unread" those that also raise on a field whose change wakes no job,
+        "stored" the caches' own (shared parts, raising on a write)."""
 
         def view(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
+            if cached == "unread":
+                unread = _unread_shape(kind, obj)
+                return obj if unread is None else guarded(obj, unread)
             shape = SHAPES.get(kind)
             if not cached or not shape:
                 return obj
@@ -146,6 +167,7 @@ class ApiServer:
         """Plan from whole and from cached objects, check they agree, apply the plan."""
         whole = self.plan(cached="")
         assert self.plan(cached="guarded") == whole
+        assert self.plan(cached="unread") == whole
         assert self.plan(cached="stored") == whole
         for action in whole.actions:
             if isinstance(action, CreateObject):
@@ -162,14 +184,32 @@ class ApiServer:
         return whole
 
     def _launcher_pods(self) -> None:
-        """The Job controller's part: a pod for each batch Job (an MPI launcher)."""
+        """The Job controller's part: a pod for each batch Job (an MPI launcher), with its
+        tracking finalizer, and the Job's status counting it."""
         for (kind, name), obj in list(self.objects.items()):
-            if kind != "Job" or (POD, f"{name}-x") in self.objects:
+            if kind != "Job":
                 continue
-            template = copy.deepcopy(obj["spec"]["template"])
-            ref = {"kind": "Job", "name": name, "uid": obj["metadata"]["uid"], "controller": True}
-            meta = {**template.get("metadata", {}), "name": f"{name}-x", "ownerReferences": [ref]}
-            self.add(POD, {**template, "metadata": meta})
+            pod = self.objects.get((POD, f"{name}-x"))
+            if pod is None:
+                template = copy.deepcopy(obj["spec"]["template"])
+                ref = {"kind": "Job", "name": name, "uid": obj["metadata"]["uid"]}
+                meta = {
+                    **template.get("metadata", {}),
+                    "name": f"{name}-x",
+                    "ownerReferences": [{**ref, "controller": True}],
+                    "finalizers": ["batch.kubernetes.io/job-tracking"],
+                }
+                self.add(POD, {**template, "metadata": meta})
+                continue
+            phase = pod["status"].get("phase")
+            running = phase in ("Pending", "Running")
+            obj["status"] = {
+                "active": int(running),
+                "ready": int(phase == "Running"),
+                "succeeded": int(phase == "Succeeded"),
+                "failed": int(phase == "Failed"),
+                "terminating": 0,
+            }
 
 
 def _running(pod: dict[str, Any], minute: int, **container: Any) -> None:

@@ -51,6 +51,9 @@ class JobStates:
         self.kinds = tuple(kinds)
         """The kinds a job's expectations are kept for (what the controller creates)."""
         self._states: dict[str, JobState] = {}
+        self.status_in_flight: dict[str, Obj] = {}
+        """Job key -> the status of the PUT in flight for it: the watch may bring that write
+        back before its answer does, and the echo need not plan the job again."""
         self.also_forget: list[Callable[[str], None]] = []
         """Called with the key of every job forgotten (the crash-loop guard's record)."""
 

@@ -165,6 +165,8 @@ class StatusWriter:
             return True
         body = {**job, "status": new}
         meta = job["metadata"]
+        key = object_key(job)
+        self._states.status_in_flight[key] = new
         try:
             written = await self._api.replace(
                 self._job_resource, body, namespace=meta.get("namespace"), subresource="status"
@@ -176,8 +178,11 @@ class StatusWriter:
                 log.debug("status conflict; waiting for the newer job", job=meta.get("name"))
                 return False
             raise
+        finally:
+            # Answered: the echo has come already, or is dropped as the version cached below.
+            self._states.status_in_flight.pop(key, None)
         self._cache_own_write(job, written)
-        state = self._states.of(object_key(job))
+        state = self._states.of(key)
         state.status_written = time.monotonic()
         state.status_held = state.status_backlogged = None
         self._telemetry.status_written(job, job.get("status") or {}, new)

@@ -65,6 +65,49 @@ class Caches(Protocol):
         ...
 
 
+#: Fields of owned objects that no plan reads, by kind: a change to them alone (with the new
+#: resourceVersion every change brings) wakes no job, though the cache takes the new object.
+#: A batch Job (MPI's launcher) counts its ready pods, which moves as its pod passes its
+#: readiness probe; the Job controller takes its tracking finalizer off a pod it has counted.
+UNREAD_ON_UPDATE: dict[str, tuple[tuple[str, ...], ...]] = {
+    "Job": (("status", "ready"),),
+    POD: (("metadata", "finalizers"),),
+}
+_STATUS: tuple[tuple[str, ...], ...] = (("status",),)
+
+
+def _without(obj: Obj, paths: tuple[tuple[str, ...], ...]) -> Obj:
+    """A shallow copy of ``obj`` without its resourceVersion and the fields at ``paths`` (a
+    top-level key, or a key of a top-level mapping)."""
+    out = dict(obj)
+    meta = obj.get("metadata") or {}
+    out["metadata"] = {k: v for k, v in meta.items() if k != "resourceVersion"}
+    for path in paths:
+        if len(path) == 1:
+            out.pop(path[0], None)
+            continue
+        top, leaf = path
+        part = out.get(top)
+        if isinstance(part, dict) and leaf in part:
+            out[top] = {k: v for k, v in part.items() if k != leaf}
+    return out
+
+
+def unread_change_only(kind: str, old: Obj, new: Obj) -> bool:
+    """Whether ``old`` and ``new`` differ only where no plan reads (:data:`UNREAD_ON_UPDATE`)."""
+    paths = UNREAD_ON_UPDATE.get(kind)
+    return paths is not None and _without(old, paths) == _without(new, paths)
+
+
+def own_status_echo(old: Obj, new: Obj, sent: Obj | None) -> bool:
+    """Whether ``new`` is ``old`` with only the status this process is writing (``sent``, the
+    status PUT in flight) and the resourceVersion that write made: the watch brought our own
+    write back before its answer, and the pass that wrote it planned from everything else."""
+    if sent is None or new.get("status") != sent:
+        return False
+    return _without(old, _STATUS) == _without(new, _STATUS)
+
+
 CHILD_UPDATE_BATCH_SECONDS = 0.2
 """A child's update (a pod scheduled, running, its container started...) queues its job this
 much later, so the updates of one job's pods that land together are planned once, as the
@@ -94,7 +137,7 @@ class Watch:
         self.informers[JOB] = informer
         informer.add_handlers(
             on_add=self.enqueue_new_job,
-            on_update=lambda old, new: self.enqueue_job(new),
+            on_update=self._job_updated,
             on_delete=self.job_deleted,
         )
 
@@ -136,6 +179,8 @@ class Watch:
             starts = is_terminating(new) and not is_terminating(old) and bool(uid)
             if starts:
                 self._terminating.add(uid)
+            elif unread_change_only(kind, old, new):
+                return
             self._owned_changed(kind, new, deleted=starts)
 
         def on_delete(obj: Obj) -> None:
@@ -151,6 +196,11 @@ class Watch:
     def enqueue_job(self, obj: Obj, *, priority: int = NORMAL) -> None:
         assert self.queue is not None
         self.queue.add(_key(obj), priority=priority)
+
+    def _job_updated(self, old: Obj, new: Obj) -> None:
+        if own_status_echo(old, new, self._states.status_in_flight.get(_key(new))):
+            return
+        self.enqueue_job(new)
 
     def enqueue_new_job(self, obj: Obj) -> None:
         """A job seen for the first time: it waits behind the changes to started jobs."""
