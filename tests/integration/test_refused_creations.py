@@ -140,7 +140,9 @@ async def test_a_quota_refusal_shows_on_created_and_clears_once_the_quota_allows
         quota["spec"] = {"hard": {"pods": "10"}}
         current = await kube.get(RESOURCE_QUOTAS, "small", namespace=ns)
         await kube.replace(RESOURCE_QUOTAS, {**current, "spec": quota["spec"]}, namespace=ns)
-        recovered = await wait_for(
+        # The pass that clears the reason counts the third pod before it runs: its count
+        # comes with a later write.
+        await wait_for(
             kube,
             TFJOBS,
             "q",
@@ -148,8 +150,11 @@ async def test_a_quota_refusal_shows_on_created_and_clears_once_the_quota_allows
             until=lambda j: (
                 (condition(j, "Created") or {}).get("reason") == "TFJobCreated"
                 and has(j, "Running")
+                and ((j.get("status") or {}).get("replicaStatuses") or {})
+                .get("Worker", {})
+                .get("active")
+                == 3
             ),
             timeout=90,
             what="the job to get its third pod and run",
         )
-    assert (recovered or {})["status"]["replicaStatuses"]["Worker"]["active"] == 3
