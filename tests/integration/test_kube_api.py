@@ -93,6 +93,20 @@ async def test_configmap_crud_and_merge_patch(kube: KubeApi, namespace: str) -> 
     assert info.value.is_not_found
 
 
+async def test_a_create_whose_answer_is_not_read_still_creates_and_still_fails(
+    kube: KubeApi, namespace: str
+) -> None:
+    body = {"metadata": {"name": "unread"}, "data": {"a": "1"}}
+    assert await kube.create(CONFIGMAPS, body, namespace=namespace, decode=False) is None
+    got = await kube.get(CONFIGMAPS, "unread", namespace=namespace)
+    assert got["data"] == {"a": "1"}
+    # An error's answer is read: the caller learns what went wrong.
+    with pytest.raises(ApiError) as exists:
+        await kube.create(CONFIGMAPS, body, namespace=namespace, decode=False)
+    assert exists.value.is_already_exists
+    assert "unread" in str(exists.value)
+
+
 async def test_errors_map_to_their_predicates(kube: KubeApi, namespace: str) -> None:
     body = {"metadata": {"name": "cm"}, "data": {"a": "1"}}
     first = await kube.create(CONFIGMAPS, body, namespace=namespace)

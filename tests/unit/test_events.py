@@ -52,7 +52,12 @@ class FakeSink:
         self.fail_with: Exception | None = None
 
     async def create(
-        self, resource: Resource, body: dict[str, Any], *, namespace: str | None = None
+        self,
+        resource: Resource,
+        body: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        decode: bool = True,
     ) -> dict[str, Any]:
         assert resource is EVENTS and namespace == body["metadata"]["namespace"]
         self.calls.append(("create", body["metadata"]["name"], body))

@@ -241,7 +241,7 @@ class Executor:
         self._expectations.expect_creations(exp, 1)
         try:
             body = self._materialize(action).body
-            await self._api.create(self._resources[action.kind], body, namespace=ns)
+            await self._api.create(self._resources[action.kind], body, namespace=ns, decode=False)
         except ApiError as exc:
             self._expectations.lower_creations(exp, 1)
             # A same-named object appeared between our cache read and the create, or it is one

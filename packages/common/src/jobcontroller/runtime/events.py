@@ -71,8 +71,13 @@ class _EventApi(Protocol):
     """The slice of :class:`~jobcontroller.runtime.kube.KubeApi` the sender uses."""
 
     async def create(
-        self, resource: Resource, body: dict[str, Any], *, namespace: str | None = None
-    ) -> dict[str, Any]: ...
+        self,
+        resource: Resource,
+        body: dict[str, Any],
+        *,
+        namespace: str | None = None,
+        decode: Literal[False],
+    ) -> Any: ...
 
     async def merge_patch(
         self,
@@ -554,7 +559,7 @@ class EventRecorder:
                 self._patched += 1
                 return
         try:
-            await self._api.create(EVENTS, body, namespace=ns)
+            await self._api.create(EVENTS, body, namespace=ns, decode=False)
         except ApiError as exc:
             if not exc.is_already_exists:
                 raise
