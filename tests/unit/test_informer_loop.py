@@ -489,39 +489,3 @@ def test_wait_synced_returns_after_the_initial_handlers() -> None:
         await task
 
     vtime.run(main())
-
-
-def test_an_own_write_stored_ahead_of_its_event_runs_no_handler() -> None:
-    # The executor stores the answer to its patch of a cached object (MPI's hostfile
-    # ConfigMap): its event then changes nothing. A creation is never stored ahead (its event
-    # settles expectations), nor a version older than the one stored, and a transform applies.
-    api = ScriptedApi()
-    api.lists = [([cm("hosts", "10", data="a"), cm("other", "10")], "10")]
-    informer, rec, _ = make(api, transform=lambda obj: {**obj, "seen": True})
-    kept: list[Any] = []
-
-    def own_writes() -> None:
-        informer.cache_own_write(cm("hosts", "11", data="a,b"))
-        informer.cache_own_write(cm("new", "12"))  # created: not stored ahead
-        informer.cache_own_write(cm("other", "9"))  # older than stored: ignored
-        kept.append(copy.deepcopy(informer.store.get("ns", "hosts")))
-        kept.append(informer.store.get("ns", "new"))
-        kept.append(informer.store.get("ns", "other")["metadata"]["resourceVersion"])  # type: ignore[index]
-
-    api.watches = [
-        [
-            own_writes,
-            ev("MODIFIED", cm("hosts", "11", data="a,b")),  # the echo: skipped
-            ev("ADDED", cm("new", "12")),
-            ev("MODIFIED", cm("hosts", "13", data="a")),  # someone else's change: handled
-            END,
-        ]
-    ]
-    run_until_idle(api, informer)
-    assert kept == [cm("hosts", "11", data="a,b", seen=True), None, "10"]
-    assert rec.calls == [
-        ("add", "hosts"),
-        ("add", "other"),
-        ("add", "new"),
-        ("update", "hosts", "11", "13"),
-    ]

@@ -5,17 +5,10 @@ plan reads those fields)."""
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from typing import Any
 
-from controller_fakes import FakeApi, tf_controller, tf_job, worker_pod
-
-from jobcontroller.controller.watch import (
-    CHILD_UPDATE_BATCH_SECONDS,
-    own_status_echo,
-    unread_change_only,
-)
+from jobcontroller.controller.watch import own_status_echo, unread_change_only
 
 
 def _launcher(**status: Any) -> dict[str, Any]:
@@ -106,48 +99,3 @@ def test_anything_else_in_the_update_is_not_an_echo() -> None:
     labelled = _job(copy.deepcopy(sent), rv="8")
     labelled["metadata"]["labels"] = {"team": "a"}
     assert not own_status_echo(old, labelled, sent)
-
-
-class _Capturing:
-    def __init__(self) -> None:
-        self.handlers: dict[str, Any] = {}
-
-    def add_handlers(self, **handlers: Any) -> None:
-        self.handlers = handlers
-
-
-async def test_only_an_update_a_plan_reads_queues_the_job() -> None:
-    job = tf_job()
-    controller = tf_controller(FakeApi(job), cached=[job])
-    informer = _Capturing()
-    controller.watch.settle_on_events("Pod", informer)  # type: ignore[arg-type]  # only add_handlers is used
-    queue = controller.watch.queue
-    pod = worker_pod(0, phase="Running")
-    pod["metadata"].update(resourceVersion="5", finalizers=["example.com/keep"])
-    unfinalized = copy.deepcopy(pod)
-    unfinalized["metadata"].update(resourceVersion="6", finalizers=[])
-    informer.handlers["on_update"](pod, unfinalized)
-    await asyncio.sleep(CHILD_UPDATE_BATCH_SECONDS + 0.1)
-    assert len(queue) == 0
-    ended = copy.deepcopy(unfinalized)
-    ended["metadata"]["resourceVersion"] = "7"
-    ended["status"]["phase"] = "Succeeded"
-    informer.handlers["on_update"](unfinalized, ended)
-    await asyncio.sleep(CHILD_UPDATE_BATCH_SECONDS + 0.1)
-    assert len(queue) == 1
-
-
-async def test_the_echo_of_the_status_in_flight_does_not_queue_the_job() -> None:
-    job = tf_job()
-    controller = tf_controller(FakeApi(job), cached=[job])
-    watch, queue = controller.watch, controller.watch.queue
-    key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
-    sent = {"conditions": [{"type": "Created", "status": "True"}]}
-    echo = {**copy.deepcopy(job), "status": sent}
-    echo["metadata"]["resourceVersion"] = "99"
-    controller.states.status_in_flight[key] = sent
-    watch._job_updated(job, echo)
-    assert len(queue) == 0
-    del controller.states.status_in_flight[key]
-    watch._job_updated(job, echo)  # the same update with no write in flight: someone else's
-    assert len(queue) == 1

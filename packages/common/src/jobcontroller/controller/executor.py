@@ -94,7 +94,6 @@ class Executor:
         shutting_down: Callable[[], bool],
         seen_terminating: Callable[[str], bool],
         materialize: Callable[[CreateObject], CreateObject],
-        cache_own_write: Callable[[str, Obj], None] | None = None,
     ) -> None:
         self._api = api
         self._job_resource = job_resource
@@ -107,7 +106,6 @@ class Executor:
         self._shutting_down = shutting_down
         self._seen_terminating = seen_terminating
         self._materialize = materialize
-        self._cache_own_write = cache_own_write
         self._write_slots = Slots(_WRITE_CONCURRENCY)
 
     async def execute(self, key: str, job: Obj, actions: tuple[Action, ...]) -> Executed:
@@ -227,8 +225,6 @@ class Executor:
                 )
                 if own and action.name == job["metadata"]["name"]:
                     done.patched_job = patched
-                elif not own and self._cache_own_write is not None:
-                    self._cache_own_write(action.kind, patched)
             elif isinstance(action, DeleteJob):
                 await self._delete_job(job)
 

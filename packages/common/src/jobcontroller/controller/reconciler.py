@@ -311,7 +311,6 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             shutting_down=lambda: queue.shutting_down,
             seen_terminating=watch.seen_terminating,
             materialize=self.materialize,
-            cache_own_write=watch.cache_own_write,
         )
         self.status_writer = StatusWriter(
             api=manager.api.with_own_budget() if self.status_budget_of_its_own else manager.api,

@@ -273,13 +273,6 @@ class Watch:
     def jobs(self) -> list[Obj]:
         return self.job_store.list()
 
-    def cache_own_write(self, kind: str, obj: Obj) -> None:
-        """The API's answer to this process's update of an owned object, stored ahead of its
-        watch event (see :meth:`Informer.cache_own_write`)."""
-        informer = self.informers.get(kind) if kind not in (JOB, "node") else None
-        if informer is not None:
-            informer.cache_own_write(obj)
-
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
         informer = self.informers.get(kind) if kind not in (JOB, "node") else None
         return informer.store.get(namespace, name) if informer is not None else None

@@ -287,19 +287,6 @@ class Informer:
         if on_delete is not None:
             self._on_delete.append(on_delete)
 
-    def cache_own_write(self, obj: Obj) -> None:
-        """Store ``obj``, the API's answer to this process's update of a cached object, ahead
-        of its watch event, which is then dropped as the version stored (no handler runs: the
-        pass that wrote it planned from everything else), as the status writer does for jobs.
-        Skipped for an object the store does not hold (a creation must reach the handlers, which
-        settle expectations) or holds in the same or a newer version."""
-        stored = self.store.get_by_key(object_key(obj))
-        if stored is None or same_version(obj, stored) or older_than_stored(obj, stored):
-            return
-        if self._transform is not None:
-            obj = self._transform(obj)
-        self.store.upsert(obj)
-
     @property
     def has_synced(self) -> bool:
         """True once the first LIST is in the store and its handlers have run."""
