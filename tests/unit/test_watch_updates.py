@@ -5,10 +5,20 @@ plan reads those fields)."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
-from jobcontroller.controller.watch import own_status_echo, unread_change_only
+import pytest
+from controller_fakes import FakeApi, tf_controller, tf_job, worker_pod
+
+from jobcontroller.controller.state import InFlightStatus
+from jobcontroller.controller.watch import (
+    CHILD_UPDATE_BATCH_SECONDS,
+    own_status_echo,
+    unread_change_only,
+)
+from jobcontroller.runtime.kube import ApiError
 
 
 def _launcher(**status: Any) -> dict[str, Any]:
@@ -99,3 +109,89 @@ def test_anything_else_in_the_update_is_not_an_echo() -> None:
     labelled = _job(copy.deepcopy(sent), rv="8")
     labelled["metadata"]["labels"] = {"team": "a"}
     assert not own_status_echo(old, labelled, sent)
+
+
+class _Capturing:
+    def __init__(self) -> None:
+        self.handlers: dict[str, Any] = {}
+
+    def add_handlers(self, **handlers: Any) -> None:
+        self.handlers = handlers
+
+
+async def test_only_an_update_a_plan_reads_queues_the_job() -> None:
+    job = tf_job()
+    controller = tf_controller(FakeApi(job), cached=[job])
+    informer = _Capturing()
+    controller.watch.settle_on_events("Pod", informer)  # type: ignore[arg-type]  # only add_handlers is used
+    queue = controller.watch.queue
+    pod = worker_pod(0, phase="Running")
+    pod["metadata"].update(resourceVersion="5", finalizers=["example.com/keep"])
+    unfinalized = copy.deepcopy(pod)
+    unfinalized["metadata"].update(resourceVersion="6", finalizers=[])
+    informer.handlers["on_update"](pod, unfinalized)
+    await asyncio.sleep(CHILD_UPDATE_BATCH_SECONDS + 0.1)
+    assert len(queue) == 0
+    ended = copy.deepcopy(unfinalized)
+    ended["metadata"]["resourceVersion"] = "7"
+    ended["status"]["phase"] = "Succeeded"
+    informer.handlers["on_update"](unfinalized, ended)
+    await asyncio.sleep(CHILD_UPDATE_BATCH_SECONDS + 0.1)
+    assert len(queue) == 1
+
+
+class _Status:
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+
+    def to_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(self.data)
+
+
+class _EchoingApi(FakeApi):
+    """Its status PUT takes effect and the watch's echo of it arrives before the answer; with
+    ``lose_answer`` the answer is lost and the client's retry meets its own change (409)."""
+
+    def __init__(self, job: dict[str, Any], *, lose_answer: bool) -> None:
+        super().__init__(job)
+        self.lose_answer = lose_answer
+        self.echo: Any = None
+
+    async def replace(self, resource: Any, body: dict[str, Any], **kwargs: Any) -> Any:
+        written = await super().replace(resource, body, **kwargs)
+        self.echo(written)
+        if self.lose_answer:
+            raise ApiError(status=409, reason="Conflict", message="the object has been modified")
+        return written
+
+
+@pytest.mark.parametrize("lose_answer", [False, True], ids=["answered", "answer-lost"])
+async def test_the_echo_of_the_status_in_flight_queues_the_job_only_if_the_write_failed(
+    lose_answer: bool,
+) -> None:
+    job = tf_job()
+    api = _EchoingApi(job, lose_answer=lose_answer)
+    controller = tf_controller(api, cached=[job])
+    watch, queue = controller.watch, controller.watch.queue
+    cached = copy.deepcopy(api.job)
+    api.echo = lambda written: watch._job_updated(cached, written)
+    status = _Status({"conditions": [{"type": "Created", "status": "True"}]})
+    ok = await controller.status_writer.write(cached, status)
+    assert ok is not lose_answer
+    # Answered: the echo was our write, planned from already. Lost: the reconciler waits for
+    # the newer job, which was that echo, so the writer queues the job in its stead.
+    assert len(queue) == (1 if lose_answer else 0)
+    assert not controller.states.status_in_flight
+
+
+async def test_an_update_that_is_not_the_status_in_flight_queues_the_job() -> None:
+    job = tf_job()
+    controller = tf_controller(FakeApi(job), cached=[job])
+    watch, queue = controller.watch, controller.watch.queue
+    key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
+    sent = {"conditions": [{"type": "Created", "status": "True"}]}
+    echo = {**copy.deepcopy(job), "status": sent}
+    echo["metadata"]["resourceVersion"] = "99"
+    controller.states.status_in_flight[key] = InFlightStatus({"conditions": []})
+    watch._job_updated(job, echo)  # another status than ours: someone else's write
+    assert len(queue) == 1

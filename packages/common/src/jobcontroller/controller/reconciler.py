@@ -318,6 +318,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             jobs=watch.job_store,
             states=self.states,
             telemetry=self.telemetry,
+            requeue=queue.add,
         )
         self._setup_progress(manager)
         elector = manager.elector

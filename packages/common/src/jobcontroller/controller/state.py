@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from jobcontroller.core.types import CreateFailure, Obj
 from jobcontroller.runtime.expectations import Expectations
 
-__all__ = ["JobState", "JobStates"]
+__all__ = ["InFlightStatus", "JobState", "JobStates"]
 
 
 @dataclass(slots=True)
@@ -42,6 +42,18 @@ class JobState:
     planner does not check that spec again."""
 
 
+@dataclass(slots=True)
+class InFlightStatus:
+    """A status PUT not yet answered (``JobStates.status_in_flight``)."""
+
+    status: Obj
+    """The status it writes."""
+    echoed: bool = False
+    """Whether the watch brought it back and the echo was not handed on: if the PUT then
+    fails (a retry of a write whose first answer was lost meets its own change: 409), the
+    job is queued as the echo would have queued it."""
+
+
 class JobStates:
     """The :class:`JobState` of each job that has one, and the job's expectations, which are
     kept per job and kind (``<namespace>/<name>/<Kind>``)."""
@@ -51,9 +63,9 @@ class JobStates:
         self.kinds = tuple(kinds)
         """The kinds a job's expectations are kept for (what the controller creates)."""
         self._states: dict[str, JobState] = {}
-        self.status_in_flight: dict[str, Obj] = {}
-        """Job key -> the status of the PUT in flight for it: the watch may bring that write
-        back before its answer does, and the echo need not plan the job again."""
+        self.status_in_flight: dict[str, InFlightStatus] = {}
+        """Job key -> the status PUT in flight for it: the watch may bring that write back
+        before its answer does, and the echo need not plan the job again."""
         self.also_forget: list[Callable[[str], None]] = []
         """Called with the key of every job forgotten (the crash-loop guard's record)."""
 

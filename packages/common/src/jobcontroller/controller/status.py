@@ -10,10 +10,11 @@ the newer object and the job is planned again, rather than overwrite what it has
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import structlog
 
-from jobcontroller.controller.state import JobStates
+from jobcontroller.controller.state import InFlightStatus, JobStates
 from jobcontroller.controller.telemetry import LOGGER_NAME, Telemetry
 from jobcontroller.core.types import POD, Obj, Observed, StatusDoc
 from jobcontroller.runtime.informer import strip_managed_fields
@@ -113,12 +114,15 @@ class StatusWriter:
         jobs: Store,
         states: JobStates,
         telemetry: Telemetry,
+        requeue: Callable[[str], None] | None = None,
     ) -> None:
+        """``requeue``: queues a job by key (see :class:`InFlightStatus`)."""
         self._api = api
         self._job_resource = job_resource
         self._jobs = jobs
         self._states = states
         self._telemetry = telemetry
+        self._requeue = requeue
 
     def wait(
         self, key: str, job: Obj, status: StatusDoc, *, observed: Observed, created: int = 0
@@ -166,11 +170,13 @@ class StatusWriter:
         body = {**job, "status": new}
         meta = job["metadata"]
         key = object_key(job)
-        self._states.status_in_flight[key] = new
+        in_flight = self._states.status_in_flight[key] = InFlightStatus(new)
+        answered = False
         try:
             written = await self._api.replace(
                 self._job_resource, body, namespace=meta.get("namespace"), subresource="status"
             )
+            answered = True
         except ApiError as exc:
             if exc.is_not_found:
                 return False
@@ -181,6 +187,10 @@ class StatusWriter:
         finally:
             # Answered: the echo has come already, or is dropped as the version cached below.
             self._states.status_in_flight.pop(key, None)
+            if not answered and in_flight.echoed and self._requeue is not None:
+                # The write took effect (its echo came) but this call failed: the reconciler
+                # waits for the newer job, which was that echo.
+                self._requeue(key)
         self._cache_own_write(job, written)
         state = self._states.of(key)
         state.status_written = time.monotonic()

@@ -198,7 +198,9 @@ class Watch:
         self.queue.add(_key(obj), priority=priority)
 
     def _job_updated(self, old: Obj, new: Obj) -> None:
-        if own_status_echo(old, new, self._states.status_in_flight.get(_key(new))):
+        in_flight = self._states.status_in_flight.get(_key(new))
+        if in_flight is not None and own_status_echo(old, new, in_flight.status):
+            in_flight.echoed = True  # the writer queues the job if its PUT fails after all
             return
         self.enqueue_job(new)
 
