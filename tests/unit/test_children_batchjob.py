@@ -86,6 +86,36 @@ def test_resuming_before_start_brings_scheduling_directives_up_to_date() -> None
     }
 
 
+def test_a_spec_given_as_a_function_is_built_only_where_it_is_read() -> None:
+    """Creation and a resume that brings the template up to date build it, and plan as the
+    spec itself does; a pass over a Job that only follows it builds nothing."""
+    built: list[int] = []
+
+    def build() -> Obj:
+        built.append(1)
+        return copy.deepcopy(SPEC)
+
+    def plan_both(stored: Obj | None) -> tuple[list[Any], list[Any]]:
+        observed = Observed(owned={"Job": [stored] if stored else []}, lookup=lambda k, n: stored)
+        plans = []
+        for spec in (SPEC, build):
+            child = batch_job_child(_job(), observed, JobStatus(), name="toy-launcher", spec=spec)
+            kinds = Children(kinds=frozenset({"Job"}), wanted=[child])
+            plans.append(reconcile_children(_job(), observed, kinds, controller_name="c").actions)
+        return plans[0], plans[1]
+
+    eager, lazy = plan_both(None)
+    assert lazy == eager and len(lazy) == 1 and built == [1]
+    stored = _stored(suspend=True, nodeSelector={"zone": "a"})
+    eager, lazy = plan_both(stored)
+    assert lazy == eager and len(lazy) == 1 and built == [1, 1]
+    eager, lazy = plan_both(_stored(suspend=False, status={"startTime": "t"}))
+    assert lazy == eager == [] and built == [1, 1]
+    eager, lazy = plan_both(_stored(suspend=True, status={"startTime": "t"}))
+    assert lazy == eager and [a.patch for a in lazy] == [{"spec": {"suspend": False}}]
+    assert built == [1, 1]
+
+
 def test_clean_up_stops_a_running_child_and_a_finished_one_is_left_alone() -> None:
     assert [a.patch for a in _plan(_job(), _stored(suspend=False), _finished())] == [
         {"spec": {"suspend": True}}

@@ -242,13 +242,16 @@ class MPIJobController(JobController[MPIJob]):
             ]
         # A replacement pod starts only once the failed one is gone: two launchers would run
         # two mpiruns against the same workers.
-        template = launcher_template(job, config=self.config).body
+        config = self.config
         child = batch_job_child(
             job,
             observed,
             status,
             name=launcher_name(job),
-            spec={"podReplacementPolicy": "Failed", "template": template},
+            spec=lambda: {
+                "podReplacementPolicy": "Failed",
+                "template": launcher_template(job, config=config).body,
+            },
             metadata=object_metadata(job),
             rtype=MPIReplicaType.LAUNCHER,
             decides=True,

@@ -9,7 +9,7 @@ it. Its counts are the replica type's status, read back on every reconcile.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jobcontroller.api.common import CleanPodPolicy, JobModel, JobStatus, ReplicaStatus
@@ -67,7 +67,7 @@ def batch_job_child(
     status: JobStatus,
     *,
     name: str,
-    spec: Obj,
+    spec: Obj | Callable[[], Obj],
     rtype: str | None = None,
     metadata: Obj | None = None,
     create: bool = True,
@@ -94,6 +94,16 @@ def batch_job_child(
     )
     now_suspended = bool(((current or {}).get("spec") or {}).get("suspend"))
     suspend = bool(job.run_policy.suspend) or stop or (hold and now_suspended)
+    drift: tuple[str, ...] = ("spec.suspend",)
+    if done or (finished and not stop):
+        drift = ()  # a finished Job, or a finished job's, is left as it is
+    elif (
+        now_suspended and not suspend and not ((current or {}).get("status") or {}).get("startTime")
+    ):
+        drift += _SCHEDULING_DIRECTIVES
+    if callable(spec):
+        # Built only where it can be read: a creation, or a template brought up to date.
+        spec = spec() if current is None or len(drift) > 1 else {}
     body: Obj = {
         "apiVersion": "batch/v1",
         "kind": JOB,
@@ -106,13 +116,6 @@ def batch_job_child(
             # The generation it belongs to: a whole-gang restart replaces it (core/gang.py).
             annotations = body["metadata"].setdefault("annotations", {})
             annotations[GANG_GENERATION_ANNOTATION] = str(gang_generation(job))
-    drift: tuple[str, ...] = ("spec.suspend",)
-    if done or (finished and not stop):
-        drift = ()  # a finished Job, or a finished job's, is left as it is
-    elif (
-        now_suspended and not suspend and not ((current or {}).get("status") or {}).get("startTime")
-    ):
-        drift += _SCHEDULING_DIRECTIVES
     return Child(
         kind=JOB,
         name=name,
