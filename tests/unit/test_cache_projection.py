@@ -412,6 +412,35 @@ def test_parts_equal_only_by_value_across_types_are_not_shared() -> None:
     assert as_bool["status"]["containerStatuses"][0]["ready"] is True
 
 
+def test_a_shared_part_is_never_one_of_a_different_type_further_down() -> None:
+    """Parts are shared bottom-up and compared without walking children that are the same
+    object: one whose children differ in type only (``[1]`` and ``[True]``), or in their keys'
+    values, still stands alone."""
+    shape = {"metadata": {"name": None}, "spec": {"a": None}}
+    ints = project({"metadata": {"name": "x"}, "spec": {"a": {"n": [1], "m": 1.0}}}, shape)
+    bools = project({"metadata": {"name": "y"}, "spec": {"a": {"n": [True], "m": 1.0}}}, shape)
+    floats = project({"metadata": {"name": "z"}, "spec": {"a": {"n": [1], "m": 1}}}, shape)
+    assert bools["spec"]["a"]["n"][0] is True and ints["spec"]["a"]["n"][0] is not True
+    assert type(floats["spec"]["a"]["m"]) is int and type(ints["spec"]["a"]["m"]) is float
+    again = project({"metadata": {"name": "w"}, "spec": {"a": {"n": [1], "m": 1.0}}}, shape)
+    assert again["spec"] is ints["spec"]
+
+
+def test_each_shape_projects_by_its_own_fields() -> None:
+    """Shapes are prepared once per shape object; a new one each call is read afresh."""
+    obj = {"metadata": {"name": "x", "uid": "u"}, "spec": {"a": 1, "b": 2}, "status": {}}
+    for _ in range(3):
+        assert project(obj, {"spec": {"a": None}}) == {"spec": {"a": 1}}
+        assert project(obj, {"metadata": {"uid": None}, "spec": {"b": None}}) == {
+            "metadata": {"uid": "u"},
+            "spec": {"b": 2},
+        }
+    assert project(obj, {"spec": [{"a": None}], "status": {"x": None}}) == {
+        "spec": {"a": 1, "b": 2},
+        "status": {},
+    }
+
+
 def test_cached_objects_refuse_writes_and_their_copies_take_them() -> None:
     pod = project_pod(_pod("a", "job-1"))
     writes = [

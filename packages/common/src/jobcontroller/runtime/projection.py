@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Final, NoReturn
 
 from typing_extensions import override
@@ -172,14 +172,23 @@ class SharedDict(dict[str, Any]):
     (the pods and Services of a job share their ownerReferences, pods started in the same
     second their conditions): read-only and hashable. Its copies are plain, writable dicts."""
 
-    __slots__ = ()
+    __slots__ = ("_hash",)
     __copy_as__ = dict
     __setitem__ = __delitem__ = __ior__ = _refuse
     clear = pop = popitem = setdefault = update = _refuse
 
+    def _seal(self) -> None:
+        """Compute and keep its hash: read-only, it never changes, and a part that holds it
+        then hashes it in O(1) instead of walking it again."""
+        self._hash = hash(frozenset(self.items()))
+
     @override
     def __hash__(self) -> int:  # type: ignore[override]  # read-only, so it can be hashed
-        return hash(frozenset(self.items()))
+        try:
+            return self._hash
+        except AttributeError:  # made outside the projection: sealed on first use
+            self._seal()
+            return self._hash
 
     def __copy__(self) -> dict[str, Any]:
         return dict(self)
@@ -191,14 +200,22 @@ class SharedDict(dict[str, Any]):
 class SharedList(list[Any]):
     """A list inside a cached object, shared as a :class:`SharedDict` is."""
 
-    __slots__ = ()
+    __slots__ = ("_hash",)
     __copy_as__ = list
     __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
     append = clear = extend = insert = pop = remove = reverse = sort = _refuse
 
+    def _seal(self) -> None:
+        """As :meth:`SharedDict._seal`."""
+        self._hash = hash(tuple(self))
+
     @override
     def __hash__(self) -> int:  # type: ignore[override]  # read-only, so it can be hashed
-        return hash(tuple(self))
+        try:
+            return self._hash
+        except AttributeError:
+            self._seal()
+            return self._hash
 
     def __copy__(self) -> list[Any]:
         return list(self)
@@ -213,10 +230,23 @@ def _alike(a: Any, b: Any) -> bool:
         return True
     if type(a) is not type(b):
         return False
+    # Parts are shared bottom-up, so equal children are mostly the same object already:
+    # checked inline, without a call.
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(_alike(v, b[k]) for k, v in a.items())
+        if a.keys() != b.keys():
+            return False
+        for k, v in a.items():
+            w = b[k]
+            if v is not w and not _alike(v, w):
+                return False
+        return True
     if isinstance(a, list):
-        return len(a) == len(b) and all(_alike(x, y) for x, y in zip(a, b, strict=True))
+        if len(a) != len(b):
+            return False
+        for v, w in zip(a, b, strict=True):  # noqa: SIM110  (a loop: no generator's cost)
+            if v is not w and not _alike(v, w):
+                return False
+        return True
     return bool(a == b)
 
 
@@ -238,7 +268,8 @@ class _Table:
         del self._parts[part]
         return counts[0] - 1  # less the local name ``part``
 
-    def share(self, part: Any) -> Any:
+    def share(self, part: SharedDict | SharedList) -> Any:
+        part._seal()
         held = self._parts.get(part)
         if held is None:
             if len(self._parts) >= self._sweep_at:
@@ -262,32 +293,96 @@ _SWEEP_MIN = 4096
 #: One table for all the caches of the process (a pod and its Service share labels and
 #: owners). Informers run in the event loop's thread: no lock.
 _SHARED = _Table()
+_share = _SHARED.share
+_intern = sys.intern
 
 
-def _interned(value: Any, *, key: str = "") -> Any:
-    if isinstance(value, str):
+def _interned(value: Any, key: str = "") -> Any:
+    kind = type(value)
+    if kind is not str and kind is not dict and kind is not list:
+        # Decoded JSON has exact types; anything else is matched as it always was.
+        if isinstance(value, str):
+            kind = str
+        elif isinstance(value, dict):
+            kind = dict
+        elif isinstance(value, list):
+            kind = list
+        else:
+            return value
+    if kind is str:
         if len(value) <= _INTERN_MAX and key not in _UNIQUE:
-            return sys.intern(value)
+            return _intern(value)
         return value
-    if isinstance(value, dict):
-        items = ((sys.intern(k), _interned(v, key=k)) for k, v in value.items())
-        return _SHARED.share(SharedDict(items))
-    if isinstance(value, list):
-        return _SHARED.share(SharedList(_interned(v, key=key) for v in value))
-    return value
+    if kind is dict:
+        return _share(SharedDict({_intern(k): _interned(v, k) for k, v in value.items()}))
+    return _share(SharedList([_interned(v, key) for v in value]))
 
 
-def _project(value: Any, shape: Any, key: str) -> Any:
+_Projector = Callable[[Any, str], Any]
+
+
+def _compile(shape: Any) -> _Projector:
+    """A function projecting a value by ``shape`` (its keys walked once, here, not on every
+    object): ``None`` keeps the value whole, a list projects each item by its one shape, a
+    mapping keeps its keys in the shape's order. A value not of the shape's type is kept
+    whole, as ``None`` would."""
     if shape is None:
-        return _interned(value, key=key)
+        return _interned
     if isinstance(shape, list):
-        if not isinstance(value, list):
-            return _interned(value, key=key)
-        return _SHARED.share(SharedList(_project(item, shape[0], key) for item in value))
-    if not isinstance(value, dict):
-        return _interned(value, key=key)
-    kept = SharedDict((k, _project(value[k], sub, k)) for k, sub in shape.items() if k in value)
-    return _SHARED.share(kept)
+        item = _compile(shape[0])
+
+        def project_list(value: Any, key: str) -> Any:
+            if not isinstance(value, list):
+                return _interned(value, key)
+            return _share(SharedList([item(v, key) for v in value]))
+
+        return project_list
+    fields = tuple((k, _compile(sub)) for k, sub in shape.items())
+
+    def project_mapping(value: Any, key: str) -> Any:
+        if not isinstance(value, dict):
+            return _interned(value, key)
+        return _share(SharedDict({k: f(value[k], k) for k, f in fields if k in value}))
+
+    return project_mapping
+
+
+def _compile_object(shape: Shape) -> Callable[[Mapping[str, Any]], Projected]:
+    fields = tuple((k, _compile(sub)) for k, sub in shape.items())
+    meta_shape = shape.get("metadata")
+    meta_fields = (
+        tuple((k, _compile(sub)) for k, sub in meta_shape.items())
+        if isinstance(meta_shape, Mapping)
+        else None
+    )
+
+    def project_object(obj: Mapping[str, Any]) -> Projected:
+        kept: dict[str, Any] = {}
+        for k, f in fields:
+            if k not in obj:
+                continue
+            value = obj[k]
+            if k == "metadata" and meta_fields is not None and isinstance(value, dict):
+                # Metadata is one object's own (name, uid): projected field by field, not
+                # shared.
+                annotations = value.get("annotations")
+                if isinstance(annotations, dict) and not _UNREAD_ANNOTATIONS.isdisjoint(
+                    annotations
+                ):
+                    unread = _UNREAD_ANNOTATIONS
+                    annotations = {a: v for a, v in annotations.items() if a not in unread}
+                    value = {**value, "annotations": annotations}
+                kept[k] = _Frozen({m: g(value[m], m) for m, g in meta_fields if m in value})
+            else:
+                kept[k] = f(value, k)
+        return _Frozen(kept)
+
+    return project_object
+
+
+#: Compiled shapes by identity; each entry keeps its shape, so an id is never reused while
+#: it is here. Bounded for callers that pass a new shape each time (tests).
+_COMPILED: dict[int, tuple[Shape, Callable[[Mapping[str, Any]], Projected]]] = {}
 
 
 def project(obj: Mapping[str, Any], shape: Shape) -> Projected:
@@ -295,25 +390,12 @@ def project(obj: Mapping[str, Any], shape: Shape) -> Projected:
     it is); its parts are shared with the cached objects that have equal ones. Its metadata
     is marked :class:`Projected` too, so a shallow copy (``{**obj, "spec": ...}``) stays
     refusable."""
-    kept: dict[str, Any] = {}
-    for k, sub in shape.items():
-        if k not in obj:
-            continue
-        value = obj[k]
-        if k == "metadata" and isinstance(value, dict) and isinstance(sub, Mapping):
-            kept[k] = _Frozen(_project_meta(value, sub))
-        else:
-            kept[k] = _project(value, sub, k)
-    return _Frozen(kept)
-
-
-def _project_meta(meta: dict[str, Any], shape: Shape) -> dict[str, Any]:
-    """Metadata is one object's own (name, uid): projected field by field, not shared."""
-    annotations = meta.get("annotations")
-    if isinstance(annotations, dict) and not _UNREAD_ANNOTATIONS.isdisjoint(annotations):
-        annotations = {k: v for k, v in annotations.items() if k not in _UNREAD_ANNOTATIONS}
-        meta = {**meta, "annotations": annotations}
-    return {k: _project(meta[k], sub, k) for k, sub in shape.items() if k in meta}
+    entry = _COMPILED.get(id(shape))
+    if entry is None or entry[0] is not shape:
+        if len(_COMPILED) >= 64:
+            _COMPILED.clear()
+        entry = _COMPILED[id(shape)] = (shape, _compile_object(shape))
+    return entry[1](obj)
 
 
 def intern_strings(value: Any, *, key: str = "") -> None:
