@@ -450,6 +450,8 @@ def test_cached_objects_refuse_writes_and_their_copies_take_them() -> None:
         lambda: pod["metadata"]["ownerReferences"][0].update(uid="x"),
         lambda: pod["status"]["containerStatuses"][0].pop("ready"),
         lambda: pod["spec"]["containers"].__setitem__(0, {}),
+        lambda: setattr(pod["status"], "_hash", 0),  # a wrong hash would hide the part
+        lambda: setattr(pod["spec"]["containers"], "_hash", 0),
     ]
     for write in writes:
         with pytest.raises(SharedObjectWrite):

@@ -45,7 +45,8 @@ __all__ = [
 ]
 
 #: ``key -> None`` keeps the value whole; ``key -> Shape`` projects a mapping; ``key ->
-#: [Shape]`` projects every item of a list.
+#: [Shape]`` projects every item of a list. A shape is read once, when :func:`project` first
+#: meets it: make a new one rather than changing it.
 Shape = Mapping[str, Any]
 
 _INTERN_MAX = 64
@@ -174,13 +175,13 @@ class SharedDict(dict[str, Any]):
 
     __slots__ = ("_hash",)
     __copy_as__ = dict
-    __setitem__ = __delitem__ = __ior__ = _refuse
+    __setitem__ = __delitem__ = __ior__ = __setattr__ = __delattr__ = _refuse
     clear = pop = popitem = setdefault = update = _refuse
 
     def _seal(self) -> None:
         """Compute and keep its hash: read-only, it never changes, and a part that holds it
         then hashes it in O(1) instead of walking it again."""
-        self._hash = hash(frozenset(self.items()))
+        _set_dict_hash(self, hash(frozenset(self.items())))
 
     @override
     def __hash__(self) -> int:  # type: ignore[override]  # read-only, so it can be hashed
@@ -202,12 +203,12 @@ class SharedList(list[Any]):
 
     __slots__ = ("_hash",)
     __copy_as__ = list
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _refuse
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = __setattr__ = __delattr__ = _refuse
     append = clear = extend = insert = pop = remove = reverse = sort = _refuse
 
     def _seal(self) -> None:
         """As :meth:`SharedDict._seal`."""
-        self._hash = hash(tuple(self))
+        _set_list_hash(self, hash(tuple(self)))
 
     @override
     def __hash__(self) -> int:  # type: ignore[override]  # read-only, so it can be hashed
@@ -222,6 +223,12 @@ class SharedList(list[Any]):
 
     def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
         return [copy.deepcopy(v, memo) for v in self]
+
+
+#: The hash slots, written past the refused ``__setattr__``: only :meth:`SharedDict._seal` and
+#: :meth:`SharedList._seal` set them.
+_set_dict_hash = SharedDict.__dict__["_hash"].__set__
+_set_list_hash = SharedList.__dict__["_hash"].__set__
 
 
 def _alike(a: Any, b: Any) -> bool:
