@@ -174,6 +174,7 @@ class SharedDict(dict[str, Any]):
     second their conditions): read-only and hashable. Its copies are plain, writable dicts."""
 
     __slots__ = ("_hash",)
+    _hash: int
     __copy_as__ = dict
     __setitem__ = __delitem__ = __ior__ = __setattr__ = __delattr__ = _refuse
     clear = pop = popitem = setdefault = update = _refuse
@@ -202,6 +203,7 @@ class SharedList(list[Any]):
     """A list inside a cached object, shared as a :class:`SharedDict` is."""
 
     __slots__ = ("_hash",)
+    _hash: int
     __copy_as__ = list
     __setitem__ = __delitem__ = __iadd__ = __imul__ = __setattr__ = __delattr__ = _refuse
     append = clear = extend = insert = pop = remove = reverse = sort = _refuse
