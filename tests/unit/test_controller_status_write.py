@@ -277,6 +277,11 @@ def test_a_launcher_job_without_its_pod_yet_is_still_starting() -> None:
 
     assert pods_starting(observed(_launcher()))
     assert not pods_starting(observed(_launcher(active=1), pod))
+    # Its pod runs, but the Job controller has not counted it yet: the Job's status is coming
+    # (and with it the Launcher's counters and the job's Running).
+    assert pods_starting(observed(_launcher(), pod))
+    leaving = {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2024-01-01T00:00:00Z"}}
+    assert not pods_starting(observed(_launcher(active=1), pod, leaving))
     ended = {**pod, "status": {"phase": "Succeeded"}}
     assert pods_starting(observed(_launcher(), ended))  # the Job's Complete is coming
     done = {"conditions": [{"type": "Complete", "status": "True"}]}

@@ -141,20 +141,46 @@ def conditions(cluster: Cluster) -> dict[str, tuple[str, str]]:
     }
 
 
-def test_first_plan_creates_workers_and_support_objects_then_the_launcher() -> None:
+def test_first_plan_creates_everything_the_launcher_after_its_mounts() -> None:
     cluster = Cluster(mpijob())
     first = cluster.step()
     assert sorted(kinds(first, CreateObject)) == [
         ("ConfigMap", "pi-config"),
+        ("Job", "pi-launcher"),
         ("Pod", "pi-worker-0"),
         ("Pod", "pi-worker-1"),
         ("Secret", "pi-ssh"),
         ("Service", "pi"),
     ]
-    # The launcher waits one pass for the volumes it mounts.
-    assert kinds(cluster.step(), CreateObject) == [("Job", "pi-launcher")]
+    # As mpi-operator's one sync: the launcher in the same pass, once the volumes it mounts
+    # are created (the executor holds it back until they are).
+    needs = {a.name: a.after for a in first.actions if isinstance(a, CreateObject)}
+    assert needs["pi-launcher"] == (("ConfigMap", "pi-config"), ("Secret", "pi-ssh"))
+    assert {name: after for name, after in needs.items() if after} == {
+        "pi-launcher": needs["pi-launcher"]
+    }
     cluster.settle()
     assert cluster.plan().actions == ()
+
+
+def test_launcher_needs_only_the_mounts_not_yet_in_place() -> None:
+    cluster = Cluster(mpijob())
+    first = cluster.plan()
+    config_map = next(a for a in first.actions if getattr(a, "kind", "") == "ConfigMap")
+    cluster.add("ConfigMap", config_map.body)  # created in an earlier pass, its Secret not
+    again = cluster.plan()
+    launcher = next(a for a in again.actions if getattr(a, "name", "") == "pi-launcher")
+    assert launcher.after == (("Secret", "pi-ssh"),)
+
+
+def test_a_foreign_object_in_a_mounts_place_holds_the_launcher_back() -> None:
+    cluster = Cluster(mpijob())
+    cluster.add("ConfigMap", {"metadata": {"name": "pi-config"}, "data": {"x": "y"}})
+    for _ in range(3):
+        cluster.step()
+    assert ("Job", "pi-launcher") not in cluster.objects
+    assert ("Pod", "pi-worker-0") in cluster.objects
+    assert cluster.get("ConfigMap", "pi-config")["data"] == {"x": "y"}
 
 
 def test_status_follows_the_launcher_and_workers_to_success() -> None:

@@ -131,18 +131,8 @@ def test_the_mpi_launcher_jobs_pods_get_the_env_with_the_v2beta1_url() -> None:
         },
     }
     fw = MPIJobController()
-    first = plan(fw, raw, _observed(ENDPOINT), now=NOW, config=PlanConfig())
-    # The launcher comes once its hostfile, SSH Secret and Service exist.
-    owned: dict[str, list[Obj]] = {}
-    for body in (b for a in first.actions if isinstance(a, CreateObject) for b in [a.body]):
-        owned.setdefault(body["kind"], []).append(body)
-    observed = Observed(
-        pods=owned.pop("Pod", []),
-        services=owned.pop("Service", []),
-        owned=owned,
-        extra={PROGRESS: ENDPOINT},
-    )
-    result = plan(fw, raw, observed, now=NOW, config=PlanConfig())
+    # The launcher is created in the first pass, after its hostfile and SSH Secret.
+    result = plan(fw, raw, _observed(ENDPOINT), now=NOW, config=PlanConfig())
     [launcher] = _created(result.actions, "Job")
     [container] = launcher["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}

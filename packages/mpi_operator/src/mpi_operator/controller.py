@@ -260,7 +260,12 @@ class MPIJobController(JobController[MPIJob]):
             hold=not _may_run(job, workers),
         )
         wanted.append(
-            dataclasses.replace(child, operator_label=False, conflict_blocks_creation=True)
+            dataclasses.replace(
+                child,
+                operator_label=False,
+                conflict_blocks_creation=True,
+                after=_mounts(job),
+            )
         )
         kinds = frozenset({SERVICE, CONFIG_MAP, SECRET, JOB})
         return Children(kinds=kinds, wanted=wanted, delete_unwanted=False)
@@ -270,12 +275,14 @@ class MPIJobController(JobController[MPIJob]):
         return replica_slots(job, observed.pods, rtype=MPIReplicaType.WORKER, offset=offset)
 
     def _may_create_launcher(self, job: MPIJob, observed: Observed, workers: ReplicaPods) -> bool:
-        """Its mounts first, so the pod does not start without them. Suspended: created
-        suspended, except under WaitForWorkersReady where it waits for workers that a suspended
-        job does not have (mpi-operator #615)."""
-        mounts = ((CONFIG_MAP, config_map_name(job)), (SECRET, secret_name(job)))
-        if any(observed.owned_named(kind, name) is None for kind, name in mounts):
-            return False
+        """Its mounts first, so the pod does not start without them: each the job's in the
+        caches, or none in its way (the same pass creates it, and the launcher after it, as
+        mpi-operator's one sync does). Suspended: created suspended, except under
+        WaitForWorkersReady where it waits for workers that a suspended job does not have
+        (mpi-operator #615)."""
+        for kind, name in _mounts(job):
+            if observed.owned_named(kind, name) is None and observed.lookup(kind, name) is not None:
+                return False
         if job.spec.run_policy.suspend:
             return not _waits_for_workers(job)
         return _may_run(job, workers)
@@ -358,6 +365,11 @@ def _child(
         invalid_reason="incomplete ssh key pair",
         operator_label=False,
     )
+
+
+def _mounts(job: MPIJob) -> tuple[tuple[str, str], ...]:
+    """The objects the launcher's pod mounts: the hostfile ConfigMap and the SSH Secret."""
+    return ((CONFIG_MAP, config_map_name(job)), (SECRET, secret_name(job)))
 
 
 def _name(obj: Obj) -> str:

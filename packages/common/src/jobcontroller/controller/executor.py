@@ -144,36 +144,57 @@ class Executor:
     ) -> list[Exception]:
         """Create in batches of 1, 2, 4...; stops at the first failed batch, and (checked
         before each creation) once the job is gone, terminating or suspended, or the operator
-        is shutting down."""
+        is shutting down. Creations that need others of the pass (``CreateObject.after``) come
+        last, each only if all it needs were created."""
         errors: list[Exception] = []
+        made: set[tuple[str, str]] = set()
+        first = [c for c in creates if not c.after]
         size, start = 1, 0
-        while start < len(creates) and not errors:
-            if start and not self._still_wanted(job, creates[start].kind):
+        while start < len(first) and not errors:
+            if start and not self._still_wanted(job, first[start].kind):
                 break
-            batch = creates[start : start + size]
+            batch = first[start : start + size]
             start, size = start + len(batch), size * 2
-            results = await asyncio.gather(
-                *(self._act(key, job, action, done) for action in batch), return_exceptions=True
-            )
-            for r in results:
-                if isinstance(r, Exception):
-                    errors.append(r)
-                elif isinstance(r, BaseException):
-                    raise r
-            refused = next(
-                (
-                    (action, r)
-                    for action, r in zip(batch, results, strict=True)
-                    if isinstance(r, ApiError)
-                ),
-                None,
-            )
-            if refused is not None:
-                self._note_create_failure(key, *refused)  # once per pass: one retry each
-            elif any(r is None for r in results):
-                state = self._states.get(key)
-                if state is not None:
-                    state.create_failure = None
+            errors += await self._create_batch(key, job, batch, done, made)
+        then = [c for c in creates if c.after and all(need in made for need in c.after)]
+        if then and not errors:
+            errors += await self._create_batch(key, job, then, done, made)
+        return errors
+
+    async def _create_batch(
+        self,
+        key: str,
+        job: Obj,
+        batch: list[CreateObject],
+        done: Executed,
+        made: set[tuple[str, str]],
+    ) -> list[Exception]:
+        """Create ``batch`` at once; adds what was created to ``made``."""
+        errors: list[Exception] = []
+        results = await asyncio.gather(
+            *(self._act(key, job, action, done) for action in batch), return_exceptions=True
+        )
+        for action, r in zip(batch, results, strict=True):
+            if r is True:
+                made.add((action.kind, action.name))
+            elif isinstance(r, Exception):
+                errors.append(r)
+            elif isinstance(r, BaseException):
+                raise r
+        refused = next(
+            (
+                (action, r)
+                for action, r in zip(batch, results, strict=True)
+                if isinstance(r, ApiError)
+            ),
+            None,
+        )
+        if refused is not None:
+            self._note_create_failure(key, *refused)  # once per pass: one retry each
+        elif any(not isinstance(r, BaseException) for r in results):
+            state = self._states.get(key)
+            if state is not None:
+                state.create_failure = None
         return errors
 
     def _note_create_failure(self, key: str, action: CreateObject, exc: ApiError) -> None:
@@ -210,12 +231,13 @@ class Executor:
         run_policy = (current.get("spec") or {}).get("runPolicy") or {}
         return not run_policy.get("suspend")
 
-    async def _act(self, key: str, job: Obj, action: Action, done: Executed) -> None:
+    async def _act(self, key: str, job: Obj, action: Action, done: Executed) -> bool:
+        """Carry out ``action``; True when it created an object."""
         ns = job["metadata"].get("namespace", "")
         async with self._write_slots:
             if isinstance(action, CreateObject):
-                await self._create(key, job, action, ns, done)
-            elif isinstance(action, DeleteObject):
+                return await self._create(key, job, action, ns, done)
+            if isinstance(action, DeleteObject):
                 await self._delete(key, job, action, done)
             elif isinstance(action, PatchObject):
                 own = action.kind == self._job_resource.kind
@@ -227,12 +249,15 @@ class Executor:
                     done.patched_job = patched
             elif isinstance(action, DeleteJob):
                 await self._delete_job(job)
+        return False
 
     async def _create(
         self, key: str, job: Obj, action: CreateObject, ns: str, done: Executed
-    ) -> None:
+    ) -> bool:
+        """Create ``action``'s object; True when this call created it (False when it was not
+        wanted any more or was in the way: someone else's, or the job's own adopted)."""
         if not self._still_wanted(job, action.kind):
-            return  # deleted, suspended or shutting down while this pass was under way
+            return False  # deleted, suspended or shutting down while this pass was under way
         exp = f"{key}/{action.kind}"
         self._expectations.expect_creations(exp, 1)
         try:
@@ -245,7 +270,7 @@ class Executor:
             if exc.is_already_exists and await self._adoption.adopt_or_note_foreign(
                 key, job, action, ns
             ):
-                return
+                return False
             if action.kind == SERVICE:
                 self._telemetry.service_creation_failed()
             self._telemetry.warn(
@@ -255,7 +280,7 @@ class Executor:
             )
             if not exc.is_already_exists:
                 raise
-            return
+            return False
         except Exception:
             self._expectations.lower_creations(exp, 1)
             raise
@@ -269,6 +294,7 @@ class Executor:
                 f"Created {action.kind.lower()}: {action.name}",
             ),
         )
+        return True
 
     async def _delete(self, key: str, job: Obj, action: DeleteObject, done: Executed) -> None:
         exp = f"{key}/{action.kind}"

@@ -50,7 +50,12 @@ from jobcontroller.controller.progress import (
 from jobcontroller.controller.progressauth import PodCheck
 from jobcontroller.controller.progressserver import ProgressServer, progress_rules
 from jobcontroller.controller.state import JobStates
-from jobcontroller.controller.status import STARTING_KINDS, StatusWriter, after_own_patch
+from jobcontroller.controller.status import (
+    STARTING_KINDS,
+    StatusWriter,
+    after_own_patch,
+    pods_starting,
+)
 from jobcontroller.controller.telemetry import Telemetry
 from jobcontroller.controller.watch import LABEL_JOB_NAME, Watch
 from jobcontroller.core.crashes import Standing
@@ -452,6 +457,9 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         first_pods = not observed.pods and not (
             running is not None and _has_condition(raw, running, true=False)
         )
+        # Read before the actions are carried out, from what the status was derived from: the
+        # caches move on meanwhile (a launcher's pod starts while a patch waits for its turn).
+        starting = status is not None and not finishing and pods_starting(observed)
         executed = await self.executor.execute(key, raw, result.actions)
         if first_pods and executed.done[("created", POD)]:
             self.telemetry.first_pods(raw)
@@ -464,7 +472,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             # never showed Failed) while every retry counted its metrics again.
             job = after_own_patch(raw, executed.patched_job)
             created = sum(executed.done[("created", kind)] for kind in STARTING_KINDS)
-            wait = self.status_writer.wait(key, job, status, observed=observed, created=created)
+            wait = self.status_writer.wait(key, job, status, starting=starting or created > 0)
             if wait > 0:
                 # Nothing is lost by waiting: the next pass derives the status again from the
                 # caches, and the timer makes sure there is one.

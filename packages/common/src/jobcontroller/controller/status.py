@@ -59,21 +59,27 @@ STATUS_BACKLOG_HOLD_SECONDS = 30.0
 def pods_starting(observed: Observed) -> bool:
     """Whether the job is still starting: some pod of the job, or of an object the job controls
     (MPI's launcher Job), is still Pending, or a batch Job it owns that has not finished is
-    about to change (the Job controller has not made its pod yet, or its pods have all ended
-    and its verdict is coming)."""
+    about to change (the Job controller has not made its pod yet, has not counted its pods
+    yet, or its pods have all ended and its verdict is coming)."""
     pods = list(observed.pods)
     for kind, objects in observed.owned.items():
         for obj in objects:
             uid = str((obj.get("metadata") or {}).get("uid") or "")
             controlled = observed.controlled_by(POD, uid)
-            if kind == _BATCH_JOB and _job_will_run(obj) and all(map(_ended, controlled)):
-                return True
+            if kind == _BATCH_JOB and _job_will_run(obj):
+                live = sum(1 for pod in controlled if not _ended(pod) and not _terminating(pod))
+                if not live or live != ((obj.get("status") or {}).get("active") or 0):
+                    return True
             pods += controlled
     return any((p.get("status") or {}).get("phase", "Pending") == "Pending" for p in pods)
 
 
 def _ended(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+def _terminating(pod: Obj) -> bool:
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _job_will_run(job: Obj) -> bool:
@@ -124,14 +130,12 @@ class StatusWriter:
         self._telemetry = telemetry
         self._requeue = requeue
 
-    def wait(
-        self, key: str, job: Obj, status: StatusDoc, *, observed: Observed, created: int = 0
-    ) -> float:
+    def wait(self, key: str, job: Obj, status: StatusDoc, *, starting: bool) -> float:
         """Seconds to hold back a status write that changes only the replica counters while
         the job is still starting (see STATUS_COALESCE_SECONDS) or the client's rate limiter
-        is saturated (STATUS_BACKLOG_SECONDS); 0 to write now. ``created``:
-        pods and batch Jobs this pass created for the job (what they become is still to
-        come)."""
+        is saturated (STATUS_BACKLOG_SECONDS); 0 to write now. ``starting``: the job was
+        starting in what ``status`` was derived from (:func:`pods_starting`), or this pass
+        created pods or batch Jobs for it (what they become is still to come)."""
         state = self._states.get(key)
         if state is None or state.status_written is None:
             return 0.0  # the first write of a job never waits
@@ -155,7 +159,7 @@ class StatusWriter:
             left = state.status_backlogged + STATUS_BACKLOG_HOLD_SECONDS - now
             return max(0.0, min(left, backlog))
         state.status_backlogged = None
-        if not (created or pods_starting(observed)):
+        if not starting:
             return 0.0
         if state.status_held is None:
             state.status_held = now

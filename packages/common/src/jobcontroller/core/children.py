@@ -202,6 +202,13 @@ def reconcile_children(
                         reason=children.delete_reason,
                     )
                 )
+    # What this pass creates that others may need first (those with needs of their own never).
+    creating = {
+        key
+        for key, child in wanted.items()
+        if child.create and not child.after and key not in current
+        if observed.lookup(*key) is None
+    }
     for key, child in wanted.items():
         have = current.get(key)
         if have is None:
@@ -209,8 +216,11 @@ def reconcile_children(
             if other is None:
                 if not child.create:
                     continue
+                after = tuple(need for need in child.after if need not in current)
+                if any(need not in creating for need in after):
+                    continue  # someone else's, or the job's own not cached yet
                 body = child_body(job, child, controller_name=controller_name)
-                plan.actions.append(CreateObject(kind=child.kind, body=body))
+                plan.actions.append(CreateObject(kind=child.kind, body=body, after=after))
             elif not is_controlled_by(other, uid=job.uid):
                 # Someone else's: never touched. The job's own not yet in the owned cache: wait.
                 if child.conflict_blocks_creation:

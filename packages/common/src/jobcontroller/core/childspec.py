@@ -48,6 +48,13 @@ class Child:
     decides: bool = False
     """A batch Job child whose end is the job's (a launcher): the job's state follows it
     (core/followjob.py), and the counts of ``replica_type`` are read as that rule says."""
+    after: Sequence[tuple[str, str]] = ()
+    """(kind, name) of sibling children it needs in place before it is created (the
+    ConfigMap and Secret a launcher Job mounts, so its pod never starts without them). One
+    the caches hold as the job's is in place; one missing is created first in the same pass,
+    and this one only once that creation succeeded; one held by someone else, or the job's
+    own not cached yet, keeps this one from being created. The siblings named must not
+    have needs of their own."""
 
 
 @dataclass(frozen=True, slots=True)

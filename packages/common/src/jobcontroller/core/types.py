@@ -51,6 +51,9 @@ class CreateObject:
     body: Obj
     expectation: str | None = None
     """Expectation key raised before the create and lowered when it fails."""
+    after: tuple[tuple[str, str], ...] = ()
+    """(kind, name) of objects this pass creates that must exist first (the ConfigMap and
+    Secret a launcher Job mounts): it is created after them, and only if all were created."""
 
     @property
     def name(self) -> str:
