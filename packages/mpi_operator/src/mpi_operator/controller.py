@@ -235,9 +235,14 @@ class MPIJobController(JobController[MPIJob]):
                 job, running_workers=running, cluster_domain=self.config.cluster_domain
             )
             service_drift = ("spec.selector", "spec.publishNotReadyAddresses")
+            # discover_hosts.sh, rewritten as workers come and go, is read by polling (Elastic
+            # Horovod): under a saturated client it waits for the workers' and launchers'
+            # creations, and a finished launcher's never goes out.
             wanted += [
                 _child(job.name, job_service(job), drift=service_drift),
-                _child(config_map_name(job), hosts, drift=("data",)),
+                dataclasses.replace(
+                    _child(config_map_name(job), hosts, drift=("data",)), patch_can_wait=True
+                ),
                 _child(secret_name(job), ssh_secret(job), drift=(), valid=has_key_pair),
             ]
         # A replacement pod starts only once the failed one is gone: two launchers would run

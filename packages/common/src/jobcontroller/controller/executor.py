@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from jobcontroller.controller.adoption import Adoption
 from jobcontroller.controller.state import JobStates
+from jobcontroller.controller.status import STATUS_BACKLOG_HOLD_SECONDS
 from jobcontroller.controller.telemetry import Telemetry
 from jobcontroller.controller.watch import is_terminating
 from jobcontroller.core.types import (
@@ -45,6 +47,11 @@ __all__ = ["Executed", "Executor", "unwatched_kinds"]
 #: without one job taking the whole client-side QPS budget in a single burst.
 _WRITE_CONCURRENCY = 16
 
+#: A pass that held patches back (:meth:`Executor.hold_patches`) looks at them again no
+#: sooner than this: under a saturated client the queue ahead drains at its QPS, and a job
+#: re-planned every few milliseconds would spend the CPU the burst needs.
+PATCH_RECHECK_SECONDS = 1.0
+
 #: Phrases of the API server's messages when an admission plugin (a webhook, a
 #: ValidatingAdmissionPolicy) refused an object: the object may be fine once the policy changes.
 _ADMISSION_MARKERS = ("admission webhook", "ValidatingAdmissionPolicy", "denied request")
@@ -69,6 +76,9 @@ class Executed:
     """Objects created and deleted, by (``created`` or ``deleted``, kind)."""
     patched_job: Obj | None = None
     """The job as our own patch of it returned (the restart ledger), if the pass patched it."""
+    wait: float = 0.0
+    """Seconds until the patches held back (:meth:`Executor.hold_patches`) are due a look
+    again; 0: none was."""
 
 
 def unwatched_kinds(
@@ -120,6 +130,7 @@ class Executor:
                 )
             )
             actions = tuple(a for a in actions if getattr(a, "kind", None) not in unwatched)
+        actions, done.wait = self.hold_patches(key, actions)
         if not actions:
             return done
         creates = [a for a in actions if isinstance(a, CreateObject)]
@@ -138,6 +149,31 @@ class Executor:
             elif isinstance(r, BaseException):
                 raise r
         return done
+
+    def hold_patches(
+        self, key: str, actions: tuple[Action, ...]
+    ) -> tuple[tuple[Action, ...], float]:
+        """Leave out the patches that may wait (``PatchObject.can_wait``) while the client's
+        rate limiter has no request to spare (a request now would wait), for at most
+        ``STATUS_BACKLOG_HOLD_SECONDS`` in a row; returns the actions to carry out and the
+        seconds until the held ones are due a look again (0: none held): once the queue ahead
+        has drained, and never sooner than ``PATCH_RECHECK_SECONDS``."""
+        if not any(isinstance(a, PatchObject) and a.can_wait for a in actions):
+            return actions, 0.0
+        state = self._states.of(key)
+        backlog = self._api.backlog()
+        if backlog <= 0:
+            state.patches_backlogged = None
+            return actions, 0.0
+        now = time.monotonic()
+        if state.patches_backlogged is None:
+            state.patches_backlogged = now
+        left = state.patches_backlogged + STATUS_BACKLOG_HOLD_SECONDS - now
+        if left <= 0:
+            state.patches_backlogged = None  # held long enough: sent with this pass
+            return actions, 0.0
+        kept = tuple(a for a in actions if not (isinstance(a, PatchObject) and a.can_wait))
+        return kept, min(left, max(backlog, PATCH_RECHECK_SECONDS))
 
     async def _create_in_batches(
         self, key: str, job: Obj, creates: list[CreateObject], done: Executed

@@ -466,6 +466,8 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         if not finishing:
             self.telemetry.report(raw, result)
         requeue_after = result.requeue_after
+        if executed.wait > 0:
+            requeue_after = min(requeue_after or executed.wait, executed.wait)
         if status is not None and not finishing:
             # Even when some writes failed: the status is read from the caches, not from those
             # writes, and holding it back hid the outcome (a job whose clean-up keeps failing

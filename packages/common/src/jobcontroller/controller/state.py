@@ -37,6 +37,9 @@ class JobState:
     status_backlogged: float | None = None
     """Since when such a change has been held back because the client's rate limiter was
     saturated (monotonic seconds; None: it is not)."""
+    patches_backlogged: float | None = None
+    """Since when patches that may wait (``PatchObject.can_wait``) have been held back
+    because the client's rate limiter was saturated (monotonic seconds; None: they are not)."""
     valid_spec: tuple[str, int] | None = None
     """(uid, generation) at which a pass found the job valid (``Plan.valid_spec``): the
     planner does not check that spec again."""

@@ -245,6 +245,12 @@ def reconcile_children(
         patch = drift_patch(child, have)
         if patch is not None:
             plan.actions.append(
-                PatchObject(kind=child.kind, namespace=job.namespace, name=child.name, patch=patch)
+                PatchObject(
+                    kind=child.kind,
+                    namespace=job.namespace,
+                    name=child.name,
+                    patch=patch,
+                    can_wait=child.patch_can_wait,
+                )
             )
     return plan

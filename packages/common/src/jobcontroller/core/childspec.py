@@ -55,6 +55,11 @@ class Child:
     and this one only once that creation succeeded; one held by someone else, or the job's
     own not cached yet, keeps this one from being created. The siblings named must not
     have needs of their own."""
+    patch_can_wait: bool = False
+    """Its drift patches wait while the API client's rate limiter is saturated (a burst of
+    jobs), at most ``STATUS_BACKLOG_HOLD_SECONDS``, as replica counters do: the budget goes to
+    the objects that start jobs. For data read by polling, such as MPI's
+    ``discover_hosts.sh``; a patch no longer needed once the wait is over is never sent."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -84,6 +84,8 @@ class PatchObject:
     namespace: str
     name: str
     patch: Obj
+    can_wait: bool = False
+    """It may wait while the API client's rate limiter is saturated (``Child.patch_can_wait``)."""
 
 
 @dataclass(frozen=True, slots=True)
