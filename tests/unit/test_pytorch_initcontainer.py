@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -208,6 +209,7 @@ def test_template_file_replaces_the_built_in_container(tmp_path: Path) -> None:
         ("- name: x\n  image: {{.Image}}\n", "unknown: Image"),
         ("- name: x\n  image: {{if .MaxTries}}y{{end}}\n", "only"),
         ("name: x\nimage: y\n", "YAML list of containers"),
+        ("- name: x\n  image: [y\n", "initContainer.yaml: while parsing"),
     ],
 )
 def test_a_template_file_that_cannot_work_is_refused_at_start_up(
@@ -230,3 +232,18 @@ def test_flags_default_to_no_limit_and_the_tcp_check(tmp_path: Path) -> None:
     assert args.pytorch_init_container_max_tries == 0
     assert args.pytorch_init_container_check == "tcp"
     assert args.pytorch_init_container_template_file is None
+
+
+def test_flags_without_a_template_file_never_import_pyyaml() -> None:
+    """argparse converts the default path as well; with no file there, the operator does not
+    pay PyYAML's memory (a pod's in-cluster credentials need no YAML either)."""
+    code = (
+        "import argparse, sys\n"
+        "from pytorch_operator.__main__ import add_flags\n"
+        "parser = argparse.ArgumentParser()\n"
+        "add_flags(parser)\n"
+        "parser.parse_args(['--pytorch-init-container-template-file', '/nonexistent/t.yaml'])\n"
+        "print('yaml' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -109,7 +109,10 @@ class InitContainerTemplate:
             )
         import yaml  # only with --pytorch-init-container-template-file
 
-        rendered = yaml.safe_load(_FIELD.sub(lambda m: values[m.group(1)], self.text))
+        try:
+            rendered = yaml.safe_load(_FIELD.sub(lambda m: values[m.group(1)], self.text))
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{self.source}: {exc}") from exc
         if not isinstance(rendered, list) or not all(
             isinstance(c, dict) and c.get("name") and c.get("image") for c in rendered
         ):

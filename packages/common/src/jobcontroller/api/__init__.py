@@ -8,11 +8,12 @@ once for admission and for Python, :func:`default_job` for the defaulting every 
 ``cel_*`` rule helpers) for its CustomResourceDefinition. See docs/writing-an-operator.md.
 """
 
+from typing import Any
+
 from jobcontroller.api.common import (
     INT32_MAX,
     MAX_PROCESSES_PER_POD,
     MAX_REPLICAS,
-    POD_TEMPLATE_SCHEMA,
     ApiObject,
     CleanPodPolicy,
     ConditionStatus,
@@ -34,6 +35,7 @@ from jobcontroller.api.common import (
     Time,
     TrainerStatus,
     format_time,
+    pod_template_schema,
 )
 from jobcontroller.api.crd import (
     MAX_REPLICA_TYPES,
@@ -133,8 +135,15 @@ __all__ = [
     "job_errors",
     "load_pod_template_schema",
     "openapi_schema",
+    "pod_template_schema",
     "replica_port",
     "replica_rule_errors",
     "replica_specs_path",
     "set_default_port",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "POD_TEMPLATE_SCHEMA":  # built when asked for (api/common.py)
+        return pod_template_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

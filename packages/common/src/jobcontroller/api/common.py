@@ -23,10 +23,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
     PlainSerializer,
-    WithJsonSchema,
 )
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 from typing_extensions import override
 
 from jobcontroller.api.podschema import QUANTITY_PATTERN, load_pod_template_schema
@@ -36,7 +38,6 @@ __all__ = [
     "INT32_MAX",
     "MAX_PROCESSES_PER_POD",
     "MAX_REPLICAS",
-    "POD_TEMPLATE_SCHEMA",
     "ApiObject",
     "CleanPodPolicy",
     "ConditionStatus",
@@ -59,6 +60,7 @@ __all__ = [
     "Time",
     "TrainerStatus",
     "format_time",
+    "pod_template_schema",
 ]
 
 
@@ -122,8 +124,9 @@ Quantity = Annotated[
 """A resource quantity (`2`, `"500m"`, `"1Gi"`); kept as given, never normalised here."""
 
 
-def _pod_template_schema() -> dict[str, Any]:
-    """The full core/v1 PodTemplateSpec schema (api/podschema.py), plus what the operators need.
+def pod_template_schema() -> dict[str, Any]:
+    """The full core/v1 PodTemplateSpec schema (api/podschema.py), plus what the operators need
+    (a fresh copy each call).
 
     Every container has a name of at most 63 characters (a DNS label, as the API server checks
     it for pods) and an image; a template has a spec with 1 to 64 containers, bounded so that
@@ -141,10 +144,26 @@ def _pod_template_schema() -> dict[str, Any]:
     return schema
 
 
-POD_TEMPLATE_SCHEMA: dict[str, Any] = _pod_template_schema()
+@dataclass(frozen=True)
+class _PodTemplateJsonSchema:
+    """:func:`pod_template_schema` as the JSON schema of the type it annotates, read only when
+    a JSON schema is generated (the CRDs): parsed, it is about 1 MB that an operator at work
+    never reads."""
 
-PodTemplateSpec = Annotated[dict[str, Any], WithJsonSchema(POD_TEMPLATE_SCHEMA)]
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return pod_template_schema()
+
+
+PodTemplateSpec = Annotated[dict[str, Any], _PodTemplateJsonSchema()]
 """A raw core/v1 PodTemplateSpec dict; typed pod models would cost parse time and memory."""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "POD_TEMPLATE_SCHEMA":  # built when asked for (see _PodTemplateJsonSchema)
+        return pod_template_schema()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class RestartPolicy(StrEnum):

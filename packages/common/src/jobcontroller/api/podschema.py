@@ -31,7 +31,7 @@ from __future__ import annotations
 import copy
 import json
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
 
 __all__ = [
@@ -165,7 +165,9 @@ def pod_template_schema(openapi: dict[str, Any]) -> dict[str, Any]:
 
 @cache
 def _committed() -> str:
-    return resources.files(__package__).joinpath(SCHEMA_FILE).read_text()
+    # Next to this module in the installed package (importlib.resources would import tempfile,
+    # shutil and the compression modules into every operator: about 0.5 MB of RSS).
+    return Path(__file__).with_name(SCHEMA_FILE).read_text()
 
 
 def load_pod_template_schema() -> dict[str, Any]:
