@@ -48,6 +48,9 @@ class FakeApi:
     def backlog(self) -> float:
         return self.backlog_seconds
 
+    def with_own_budget(self) -> FakeApi:
+        return self  # a status budget of its own (MPIJob's): one API here
+
     def _bump(self, obj: Obj) -> None:
         self._rv += 1
         obj["metadata"]["resourceVersion"] = str(self._rv)

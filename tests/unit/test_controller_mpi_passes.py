@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import time
 from typing import Any, cast
 
 import pytest
 from controller_fakes import FakeApi
 
+from jobcontroller import PatchObject
 from jobcontroller.controller.executor import PATCH_RECHECK_SECONDS
 from jobcontroller.controller.status import STATUS_BACKLOG_HOLD_SECONDS
 from jobcontroller.runtime.kube import ApiError, KubeApi, Resource
@@ -61,9 +61,6 @@ class OrderedApi(FakeApi):
         created = await super().create(resource, body, **kwargs)
         self.log.append(("end", name))
         return created
-
-    def with_own_budget(self) -> OrderedApi:
-        return self  # MPIJob status goes through a budget of its own (one API here)
 
 
 def mpi_controller(api: FakeApi) -> MPIJobController:
@@ -135,12 +132,7 @@ async def test_the_discover_hosts_update_waits_while_the_client_has_no_request_t
     assert "pi-worker-0" not in _hosts(api)
 
     api.backlog_seconds = 3.0  # a burst of jobs ahead in the rate limiter's queue
-    again = await controller.reconcile(KEY)
-    assert api.patches == []
-    # Looked at again once the queue ahead has drained, not before PATCH_RECHECK_SECONDS.
-    assert again == 3.0
-    api.backlog_seconds = 0.01
-    assert await controller.reconcile(KEY) == PATCH_RECHECK_SECONDS
+    assert await controller.reconcile(KEY) is not None  # a timer brings the next look
     assert api.patches == []
 
     api.backlog_seconds = 0.0
@@ -149,23 +141,45 @@ async def test_the_discover_hosts_update_waits_while_the_client_has_no_request_t
     assert "pi-worker-0" in _hosts(api) and "pi-worker-1" in _hosts(api)
 
 
-async def test_a_held_update_goes_out_once_it_has_waited_long_enough(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    api = PatchCountingApi(MPIJOB)
-    controller = mpi_controller(api)
-    await controller.reconcile(KEY)
-    _running_workers(controller, api)
+def _hosts_patch() -> PatchObject:
+    return PatchObject(
+        kind="ConfigMap", namespace="ns", name="pi-config", patch={"data": {}}, can_wait=True
+    )
+
+
+def test_a_held_patch_is_looked_at_again_once_the_queue_ahead_drains_and_at_most_so_long() -> None:
+    api = FakeApi(MPIJOB)
+    executor = mpi_controller(api).executor
     clock = [1000.0]
-    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
-    api.backlog_seconds = 120.0  # the client stays saturated
-    await controller.reconcile(KEY)
-    clock[0] += STATUS_BACKLOG_HOLD_SECONDS - 1
-    assert await controller.reconcile(KEY) == pytest.approx(1.0)
-    assert api.patches == []
-    clock[0] += 1
-    await controller.reconcile(KEY)
-    assert api.patches == ["ConfigMap/pi-config"]
+    executor._clock = lambda: clock[0]
+    other = PatchObject(kind="ConfigMap", namespace="ns", name="other", patch={})
+    actions = (_hosts_patch(), other)
+
+    api.backlog_seconds = 3.0
+    assert executor.hold_patches(KEY, actions) == ((other,), 3.0)
+    api.backlog_seconds = 0.01  # never looked at again sooner than PATCH_RECHECK_SECONDS
+    assert executor.hold_patches(KEY, actions) == ((other,), PATCH_RECHECK_SECONDS)
+    api.backlog_seconds = 120.0  # the client stays saturated: held 30 s in a row at most
+    clock[0] += STATUS_BACKLOG_HOLD_SECONDS - 0.5
+    assert executor.hold_patches(KEY, actions) == ((other,), pytest.approx(0.5))
+    clock[0] += 0.5
+    assert executor.hold_patches(KEY, actions) == (actions, 0.0)
+    # The next change is held afresh.
+    assert executor.hold_patches(KEY, actions) == ((other,), STATUS_BACKLOG_HOLD_SECONDS)
+    api.backlog_seconds = 0.0
+    assert executor.hold_patches(KEY, actions) == (actions, 0.0)
+
+
+def test_a_hold_ends_when_the_patch_is_wanted_no_more() -> None:
+    api = FakeApi(MPIJOB)
+    executor = mpi_controller(api).executor
+    clock = [1000.0]
+    executor._clock = lambda: clock[0]
+    api.backlog_seconds = 3.0
+    executor.hold_patches(KEY, (_hosts_patch(),))
+    assert executor.hold_patches(KEY, ()) == ((), 0.0)  # the worker went back to Pending
+    clock[0] += 100  # a new change, much later, under a saturated client: held afresh
+    assert executor.hold_patches(KEY, (_hosts_patch(),)) == ((), 3.0)
 
 
 async def test_a_held_update_is_never_sent_once_the_launcher_finished() -> None:
@@ -189,3 +203,70 @@ async def test_a_held_update_is_never_sent_once_the_launcher_finished() -> None:
         for c in api.objects[("MPIJob", "pi")]["status"]["conditions"]
         if c["status"] == "True"
     }
+
+
+async def test_a_mount_held_by_an_object_the_caches_cannot_see_keeps_the_launcher_back() -> None:
+    foreign = {"kind": "ConfigMap", "metadata": {"name": "pi-config", "namespace": "ns"}}
+    api = OrderedApi(MPIJOB, foreign)
+    controller = mpi_controller(api)
+    await controller.reconcile(KEY)
+    started = {name for event, name in api.log if event == "start"}
+    assert "ConfigMap/pi-config" in started  # answered AlreadyExists: someone else's
+    assert "Job/pi-launcher" not in started
+    assert api.objects[("ConfigMap", "pi-config")] == foreign
+    state = controller.states.get(KEY)
+    assert state is not None and ("ConfigMap", "pi-config") in state.foreign
+
+
+class StartingApi(PatchCountingApi):
+    """Runs ``during_patch`` while a patch is on its way: the caches move on meanwhile."""
+
+    during_patch: Any = None
+
+    async def merge_patch(self, resource: Resource, name: str, patch: Any, **kwargs: Any) -> Any:
+        if self.during_patch is not None:
+            self.during_patch()
+        return await super().merge_patch(resource, name, patch, **kwargs)
+
+
+async def test_counters_are_held_by_what_the_pass_planned_from_not_by_what_came_after() -> None:
+    """The workers run, the launcher's pod is still Pending: the counters (Worker active 2)
+    wait for the Running the launcher brings. That pod starts while the pass's hostfile patch
+    is on its way; the pass still holds its counters, and the next pass writes Running and
+    the counters at once."""
+    api = StartingApi(MPIJOB)
+    controller = mpi_controller(api)
+    await controller.reconcile(KEY)
+    assert api.status_writes == 1  # Created
+    _running_workers(controller, api)
+    store = controller.watch.informers["Job"].store
+    launcher = copy.deepcopy(api.objects[("Job", "pi-launcher")])
+    launcher["status"] = {"active": 1}
+    store.upsert(launcher)
+    ref = {"kind": "Job", "uid": launcher["metadata"]["uid"], "controller": True}
+    pod = {
+        "kind": "Pod",
+        "metadata": {
+            "name": "pi-launcher-x",
+            "namespace": "ns",
+            "uid": "launcher-pod",
+            "labels": {"training.kubeflow.org/job-name": "pi"},
+            "ownerReferences": [ref],
+        },
+        "status": {"phase": "Pending"},
+    }
+    pods = controller.watch.informers["Pod"].store
+    pods.upsert(copy.deepcopy(pod))
+
+    def launcher_starts() -> None:
+        pods.upsert({**copy.deepcopy(pod), "status": {"phase": "Running"}})
+
+    api.during_patch = launcher_starts
+    await controller.reconcile(KEY)
+    assert api.patches == ["ConfigMap/pi-config"]
+    assert api.status_writes == 1  # the counters wait for the Running they lead to
+    api.during_patch = None
+    await controller.reconcile(KEY)
+    assert api.status_writes == 2
+    status = api.objects[("MPIJob", "pi")]["status"]
+    assert "Running" in {c["type"] for c in status["conditions"] if c["status"] == "True"}

@@ -173,6 +173,20 @@ def test_launcher_needs_only_the_mounts_not_yet_in_place() -> None:
     assert launcher.after == (("Secret", "pi-ssh"),)
 
 
+def test_a_mount_going_away_holds_the_launcher_back_until_it_is_back() -> None:
+    cluster = Cluster(mpijob())
+    cluster.settle()
+    del cluster.objects[("Job", "pi-launcher")]  # gone (a user deleted it)
+    secret = cluster.get("Secret", "pi-ssh")
+    secret["metadata"]["deletionTimestamp"] = "2024-01-01T12:00:00Z"  # and its Secret going
+    assert ("Job", "pi-launcher") not in kinds(cluster.plan(), CreateObject)
+    del cluster.objects[("Secret", "pi-ssh")]
+    again = cluster.plan()
+    assert ("Secret", "pi-ssh") in kinds(again, CreateObject)
+    launcher = next(a for a in again.actions if getattr(a, "name", "") == "pi-launcher")
+    assert launcher.after == (("Secret", "pi-ssh"),)
+
+
 def test_a_foreign_object_in_a_mounts_place_holds_the_launcher_back() -> None:
     cluster = Cluster(mpijob())
     cluster.add("ConfigMap", {"metadata": {"name": "pi-config"}, "data": {"x": "y"}})

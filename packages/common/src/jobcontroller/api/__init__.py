@@ -35,7 +35,7 @@ from jobcontroller.api.common import (
     Time,
     TrainerStatus,
     format_time,
-    pod_template_schema,
+    job_pod_template_schema,
 )
 from jobcontroller.api.crd import (
     MAX_REPLICA_TYPES,
@@ -133,9 +133,9 @@ __all__ = [
     "default_job",
     "format_time",
     "job_errors",
+    "job_pod_template_schema",
     "load_pod_template_schema",
     "openapi_schema",
-    "pod_template_schema",
     "replica_port",
     "replica_rule_errors",
     "replica_specs_path",
@@ -145,5 +145,5 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name == "POD_TEMPLATE_SCHEMA":  # built when asked for (api/common.py)
-        return pod_template_schema()
+        return job_pod_template_schema()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -60,7 +60,7 @@ __all__ = [
     "Time",
     "TrainerStatus",
     "format_time",
-    "pod_template_schema",
+    "job_pod_template_schema",
 ]
 
 
@@ -124,7 +124,7 @@ Quantity = Annotated[
 """A resource quantity (`2`, `"500m"`, `"1Gi"`); kept as given, never normalised here."""
 
 
-def pod_template_schema() -> dict[str, Any]:
+def job_pod_template_schema() -> dict[str, Any]:
     """The full core/v1 PodTemplateSpec schema (api/podschema.py), plus what the operators need
     (a fresh copy each call).
 
@@ -146,14 +146,14 @@ def pod_template_schema() -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class _PodTemplateJsonSchema:
-    """:func:`pod_template_schema` as the JSON schema of the type it annotates, read only when
+    """:func:`job_pod_template_schema` as the JSON schema of the type it annotates, read only when
     a JSON schema is generated (the CRDs): parsed, it is about 1 MB that an operator at work
     never reads."""
 
     def __get_pydantic_json_schema__(
         self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
-        return pod_template_schema()
+        return job_pod_template_schema()
 
 
 PodTemplateSpec = Annotated[dict[str, Any], _PodTemplateJsonSchema()]
@@ -162,7 +162,7 @@ PodTemplateSpec = Annotated[dict[str, Any], _PodTemplateJsonSchema()]
 
 def __getattr__(name: str) -> Any:
     if name == "POD_TEMPLATE_SCHEMA":  # built when asked for (see _PodTemplateJsonSchema)
-        return pod_template_schema()
+        return job_pod_template_schema()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

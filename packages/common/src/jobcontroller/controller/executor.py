@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from jobcontroller.core.types import (
     Obj,
     PatchObject,
 )
+from jobcontroller.runtime.clock import Clock, monotonic
 from jobcontroller.runtime.kube import ApiError, KubeApi, Resource
 from jobcontroller.runtime.ratelimit import Slots
 from jobcontroller.runtime.store import Store
@@ -104,6 +104,7 @@ class Executor:
         shutting_down: Callable[[], bool],
         seen_terminating: Callable[[str], bool],
         materialize: Callable[[CreateObject], CreateObject],
+        clock: Clock = monotonic,
     ) -> None:
         self._api = api
         self._job_resource = job_resource
@@ -116,6 +117,7 @@ class Executor:
         self._shutting_down = shutting_down
         self._seen_terminating = seen_terminating
         self._materialize = materialize
+        self._clock = clock
         self._write_slots = Slots(_WRITE_CONCURRENCY)
 
     async def execute(self, key: str, job: Obj, actions: tuple[Action, ...]) -> Executed:
@@ -159,13 +161,16 @@ class Executor:
         seconds until the held ones are due a look again (0: none held): once the queue ahead
         has drained, and never sooner than ``PATCH_RECHECK_SECONDS``."""
         if not any(isinstance(a, PatchObject) and a.can_wait for a in actions):
+            held = self._states.get(key)
+            if held is not None:
+                held.patches_backlogged = None  # what was held is wanted no more
             return actions, 0.0
         state = self._states.of(key)
         backlog = self._api.backlog()
         if backlog <= 0:
             state.patches_backlogged = None
             return actions, 0.0
-        now = time.monotonic()
+        now = self._clock()
         if state.patches_backlogged is None:
             state.patches_backlogged = now
         left = state.patches_backlogged + STATUS_BACKLOG_HOLD_SECONDS - now
@@ -185,17 +190,30 @@ class Executor:
         errors: list[Exception] = []
         made: set[tuple[str, str]] = set()
         first = [c for c in creates if not c.after]
-        size, start = 1, 0
-        while start < len(first) and not errors:
-            if start and not self._still_wanted(job, first[start].kind):
-                break
-            batch = first[start : start + size]
-            start, size = start + len(batch), size * 2
-            errors += await self._create_batch(key, job, batch, done, made)
+        await self._slow_start(key, job, first, done, made, errors)
         then = [c for c in creates if c.after and all(need in made for need in c.after)]
         if then and not errors:
-            errors += await self._create_batch(key, job, then, done, made)
+            await self._slow_start(key, job, then, done, made, errors)
         return errors
+
+    async def _slow_start(
+        self,
+        key: str,
+        job: Obj,
+        creates: list[CreateObject],
+        done: Executed,
+        made: set[tuple[str, str]],
+        errors: list[Exception],
+    ) -> None:
+        """Create ``creates`` in batches of 1, 2, 4...: no more once a batch failed (its
+        errors are added to ``errors``) or the job may not have the next object."""
+        size, start = 1, 0
+        while start < len(creates) and not errors:
+            if start and not self._still_wanted(job, creates[start].kind):
+                break
+            batch = creates[start : start + size]
+            start, size = start + len(batch), size * 2
+            errors += await self._create_batch(key, job, batch, done, made)
 
     async def _create_batch(
         self,

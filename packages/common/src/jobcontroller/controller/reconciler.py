@@ -459,7 +459,10 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         )
         # Read before the actions are carried out, from what the status was derived from: the
         # caches move on meanwhile (a launcher's pod starts while a patch waits for its turn).
-        starting = status is not None and not finishing and pods_starting(observed)
+        # A pass without actions awaits nothing, so it reads it only if the status asks.
+        started_as: bool | None = None
+        if status is not None and not finishing and result.actions:
+            started_as = pods_starting(observed)
         executed = await self.executor.execute(key, raw, result.actions)
         if first_pods and executed.done[("created", POD)]:
             self.telemetry.first_pods(raw)
@@ -467,14 +470,21 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             self.telemetry.report(raw, result)
         requeue_after = result.requeue_after
         if executed.wait > 0:
-            requeue_after = min(requeue_after or executed.wait, executed.wait)
+            wait = executed.wait
+            requeue_after = wait if requeue_after is None else min(requeue_after, wait)
         if status is not None and not finishing:
             # Even when some writes failed: the status is read from the caches, not from those
             # writes, and holding it back hid the outcome (a job whose clean-up keeps failing
             # never showed Failed) while every retry counted its metrics again.
             job = after_own_patch(raw, executed.patched_job)
             created = sum(executed.done[("created", kind)] for kind in STARTING_KINDS)
-            wait = self.status_writer.wait(key, job, status, starting=starting or created > 0)
+
+            def starting() -> bool:
+                if created:
+                    return True
+                return pods_starting(observed) if started_as is None else started_as
+
+            wait = self.status_writer.wait(key, job, status, starting=starting)
             if wait > 0:
                 # Nothing is lost by waiting: the next pass derives the status again from the
                 # caches, and the timer makes sure there is one.

@@ -130,12 +130,13 @@ class StatusWriter:
         self._telemetry = telemetry
         self._requeue = requeue
 
-    def wait(self, key: str, job: Obj, status: StatusDoc, *, starting: bool) -> float:
+    def wait(self, key: str, job: Obj, status: StatusDoc, *, starting: Callable[[], bool]) -> float:
         """Seconds to hold back a status write that changes only the replica counters while
         the job is still starting (see STATUS_COALESCE_SECONDS) or the client's rate limiter
-        is saturated (STATUS_BACKLOG_SECONDS); 0 to write now. ``starting``: the job was
-        starting in what ``status`` was derived from (:func:`pods_starting`), or this pass
-        created pods or batch Jobs for it (what they become is still to come)."""
+        is saturated (STATUS_BACKLOG_SECONDS); 0 to write now. ``starting`` (called only when
+        it matters): whether the job was starting in what ``status`` was derived from
+        (:func:`pods_starting`), or this pass created pods or batch Jobs for it (what they
+        become is still to come)."""
         state = self._states.get(key)
         if state is None or state.status_written is None:
             return 0.0  # the first write of a job never waits
@@ -159,7 +160,7 @@ class StatusWriter:
             left = state.status_backlogged + STATUS_BACKLOG_HOLD_SECONDS - now
             return max(0.0, min(left, backlog))
         state.status_backlogged = None
-        if not starting:
+        if not starting():
             return 0.0
         if state.status_held is None:
             state.status_held = now

@@ -216,9 +216,13 @@ def reconcile_children(
             if other is None:
                 if not child.create:
                     continue
-                after = tuple(need for need in child.after if need not in current)
+                after = tuple(
+                    need
+                    for need in child.after
+                    if need not in current or is_terminating(current[need])
+                )
                 if any(need not in creating for need in after):
-                    continue  # someone else's, or the job's own not cached yet
+                    continue  # someone else's, the job's own not cached yet, or going away
                 body = child_body(job, child, controller_name=controller_name)
                 plan.actions.append(CreateObject(kind=child.kind, body=body, after=after))
             elif not is_controlled_by(other, uid=job.uid):

@@ -51,10 +51,10 @@ class Child:
     after: Sequence[tuple[str, str]] = ()
     """(kind, name) of sibling children it needs in place before it is created (the
     ConfigMap and Secret a launcher Job mounts, so its pod never starts without them). One
-    the caches hold as the job's is in place; one missing is created first in the same pass,
-    and this one only once that creation succeeded; one held by someone else, or the job's
-    own not cached yet, keeps this one from being created. The siblings named must not
-    have needs of their own."""
+    the caches hold as the job's, and not going away, is in place; one missing is created
+    first in the same pass, and this one only once that creation succeeded; one held by
+    someone else, the job's own not cached yet, or one going away keeps this one from being
+    created. The siblings named must not have needs of their own."""
     patch_can_wait: bool = False
     """Its drift patches wait while the API client's rate limiter is saturated (a burst of
     jobs), at most ``STATUS_BACKLOG_HOLD_SECONDS``, as replica counters do: the budget goes to
