@@ -8,8 +8,6 @@ once for admission and for Python, :func:`default_job` for the defaulting every 
 ``cel_*`` rule helpers) for its CustomResourceDefinition. See docs/writing-an-operator.md.
 """
 
-from typing import Any
-
 from jobcontroller.api.common import (
     INT32_MAX,
     MAX_PROCESSES_PER_POD,
@@ -88,7 +86,6 @@ __all__ = [
     "MAX_PROCESSES_PER_POD",
     "MAX_REPLICAS",
     "MAX_REPLICA_TYPES",
-    "POD_TEMPLATE_SCHEMA",
     "ApiObject",
     "AtLeastOne",
     "AtMostOne",
@@ -141,9 +138,3 @@ __all__ = [
     "replica_specs_path",
     "set_default_port",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "POD_TEMPLATE_SCHEMA":  # built when asked for (api/common.py)
-        return job_pod_template_schema()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

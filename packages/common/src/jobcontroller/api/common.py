@@ -146,9 +146,9 @@ def job_pod_template_schema() -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class _PodTemplateJsonSchema:
-    """:func:`job_pod_template_schema` as the JSON schema of the type it annotates, read only when
-    a JSON schema is generated (the CRDs): parsed, it is about 1 MB that an operator at work
-    never reads."""
+    """:func:`job_pod_template_schema` as the JSON schema of the type it annotates, read
+    only when a JSON schema is generated (the CRDs): parsed, it is about 1 MB that an
+    operator at work never reads."""
 
     def __get_pydantic_json_schema__(
         self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
@@ -158,12 +158,6 @@ class _PodTemplateJsonSchema:
 
 PodTemplateSpec = Annotated[dict[str, Any], _PodTemplateJsonSchema()]
 """A raw core/v1 PodTemplateSpec dict; typed pod models would cost parse time and memory."""
-
-
-def __getattr__(name: str) -> Any:
-    if name == "POD_TEMPLATE_SCHEMA":  # built when asked for (see _PodTemplateJsonSchema)
-        return job_pod_template_schema()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class RestartPolicy(StrEnum):

@@ -16,6 +16,7 @@ import structlog
 
 from jobcontroller.controller.state import InFlightStatus, JobStates
 from jobcontroller.controller.telemetry import LOGGER_NAME, Telemetry
+from jobcontroller.core.replicas import is_terminating
 from jobcontroller.core.types import POD, Obj, Observed, StatusDoc
 from jobcontroller.runtime.informer import strip_managed_fields
 from jobcontroller.runtime.kube import ApiError, KubeApi, Resource
@@ -67,7 +68,7 @@ def pods_starting(observed: Observed) -> bool:
             uid = str((obj.get("metadata") or {}).get("uid") or "")
             controlled = observed.controlled_by(POD, uid)
             if kind == _BATCH_JOB and _job_will_run(obj):
-                live = sum(1 for pod in controlled if not _ended(pod) and not _terminating(pod))
+                live = sum(1 for pod in controlled if not _ended(pod) and not is_terminating(pod))
                 if not live or live != ((obj.get("status") or {}).get("active") or 0):
                     return True
             pods += controlled
@@ -76,10 +77,6 @@ def pods_starting(observed: Observed) -> bool:
 
 def _ended(pod: Obj) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-
-
-def _terminating(pod: Obj) -> bool:
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
 
 
 def _job_will_run(job: Obj) -> bool:
