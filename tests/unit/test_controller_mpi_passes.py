@@ -7,6 +7,9 @@
   the client's rate limiter has no request to spare (a burst of jobs), is sent once it has,
   or once it has waited ``STATUS_BACKLOG_HOLD_SECONDS``, and is never sent for a launcher
   that finished meanwhile.
+- The Running condition waits, with its Event, while the operator's creations are backlogged
+  (a burst of jobs): the pass that writes it emits the Event, and a job that finishes meanwhile
+  goes from Created to Succeeded in one write, with no Running Event.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ import pytest
 from controller_fakes import FakeApi
 
 from jobcontroller import PatchObject
-from jobcontroller.controller.executor import PATCH_RECHECK_SECONDS
-from jobcontroller.controller.status import STATUS_BACKLOG_HOLD_SECONDS
+from jobcontroller.controller.status import BACKLOG_RECHECK_SECONDS, STATUS_BACKLOG_HOLD_SECONDS
+from jobcontroller.runtime.events import EventRecorder
 from jobcontroller.runtime.kube import ApiError, KubeApi, Resource
 from jobcontroller.runtime.manager import Manager
 from jobcontroller.runtime.workqueue import WorkQueue
@@ -63,9 +66,22 @@ class OrderedApi(FakeApi):
         return created
 
 
-def mpi_controller(api: FakeApi) -> MPIJobController:
+class Recorded:
+    """The Events the controller records, by reason."""
+
+    def __init__(self) -> None:
+        self.reasons: list[str] = []
+
+    def record(self, obj: Any, *, type: str, reason: str, message: str, **kwargs: Any) -> None:
+        self.reasons.append(reason)
+
+
+def mpi_controller(api: FakeApi, events: Recorded | None = None) -> MPIJobController:
     controller = MPIJobController()
-    controller.setup(Manager(cast(KubeApi, api), component="test"), WorkQueue(name="test"))
+    manager = Manager(
+        cast(KubeApi, api), component="test", events=cast(EventRecorder, events or Recorded())
+    )
+    controller.setup(manager, WorkQueue(name="test"))
     controller.watch.informers["job"].store.upsert(copy.deepcopy(MPIJOB))
     return controller
 
@@ -157,8 +173,8 @@ def test_a_held_patch_is_looked_at_again_once_the_queue_ahead_drains_and_at_most
 
     api.backlog_seconds = 3.0
     assert executor.hold_patches(KEY, actions) == ((other,), 3.0)
-    api.backlog_seconds = 0.01  # never looked at again sooner than PATCH_RECHECK_SECONDS
-    assert executor.hold_patches(KEY, actions) == ((other,), PATCH_RECHECK_SECONDS)
+    api.backlog_seconds = 0.01  # never looked at again sooner than BACKLOG_RECHECK_SECONDS
+    assert executor.hold_patches(KEY, actions) == ((other,), BACKLOG_RECHECK_SECONDS)
     api.backlog_seconds = 120.0  # the client stays saturated: held 30 s in a row at most
     clock[0] += STATUS_BACKLOG_HOLD_SECONDS - 0.5
     assert executor.hold_patches(KEY, actions) == ((other,), pytest.approx(0.5))
@@ -270,3 +286,85 @@ async def test_counters_are_held_by_what_the_pass_planned_from_not_by_what_came_
     assert api.status_writes == 2
     status = api.objects[("MPIJob", "pi")]["status"]
     assert "Running" in {c["type"] for c in status["conditions"] if c["status"] == "True"}
+
+
+def _launcher_running(controller: MPIJobController, api: FakeApi, *, done: bool = False) -> None:
+    """The launcher Job active with its pod Running (or, ``done``, Complete)."""
+    launcher = copy.deepcopy(api.objects[("Job", "pi-launcher")])
+    launcher["status"] = (
+        {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
+        if done
+        else {"active": 1}
+    )
+    controller.watch.informers["Job"].store.upsert(launcher)
+    ref = {"kind": "Job", "uid": launcher["metadata"]["uid"], "controller": True}
+    controller.watch.informers["Pod"].store.upsert(
+        {
+            "kind": "Pod",
+            "metadata": {
+                "name": "pi-launcher-x",
+                "namespace": "ns",
+                "uid": "launcher-pod",
+                "labels": {"training.kubeflow.org/job-name": "pi"},
+                "ownerReferences": [ref],
+            },
+            "status": {"phase": "Succeeded" if done else "Running"},
+        }
+    )
+
+
+def _true(api: FakeApi) -> set[str]:
+    status = api.objects[("MPIJob", "pi")]["status"]
+    return {c["type"] for c in status["conditions"] if c["status"] == "True"}
+
+
+async def test_running_waits_with_its_event_while_creations_are_backlogged() -> None:
+    events = Recorded()
+    api = PatchCountingApi(MPIJOB)
+    controller = mpi_controller(api, events)
+    await controller.reconcile(KEY)
+    assert api.status_writes == 1 and events.reasons == ["MPIJobCreated"]
+    _running_workers(controller, api)
+    _launcher_running(controller, api)
+
+    api.backlog_seconds = 4.0  # a burst of jobs ahead in the rate limiter's queue
+    after = await controller.reconcile(KEY)
+    assert after == pytest.approx(4.0)  # looked at again once the queue ahead drained
+    assert api.status_writes == 1 and _true(api) == {"Created"}
+    assert "MPIJobRunning" not in events.reasons
+
+    api.backlog_seconds = 0.0
+    await controller.reconcile(KEY)
+    assert api.status_writes == 2 and "Running" in _true(api)
+    assert events.reasons.count("MPIJobRunning") == 1
+
+
+async def test_a_job_done_before_the_backlog_drains_is_written_once_without_running() -> None:
+    events = Recorded()
+    api = PatchCountingApi(MPIJOB)
+    controller = mpi_controller(api, events)
+    await controller.reconcile(KEY)
+    _running_workers(controller, api)
+    _launcher_running(controller, api)
+    api.backlog_seconds = 4.0
+    await controller.reconcile(KEY)
+    _launcher_running(controller, api, done=True)
+    await controller.reconcile(KEY)  # a finished job is written at once, saturated or not
+    assert api.status_writes == 2
+    assert _true(api) == {"Created", "Succeeded"}
+    assert "Running" not in {
+        c["type"] for c in api.objects[("MPIJob", "pi")]["status"]["conditions"]
+    }
+    assert "MPIJobRunning" not in events.reasons and "MPIJobSucceeded" in events.reasons
+
+
+async def test_running_is_written_at_once_when_the_client_has_requests_to_spare() -> None:
+    events = Recorded()
+    api = PatchCountingApi(MPIJOB)
+    controller = mpi_controller(api, events)
+    await controller.reconcile(KEY)
+    _running_workers(controller, api)
+    _launcher_running(controller, api)
+    await controller.reconcile(KEY)
+    assert api.status_writes == 2 and "Running" in _true(api)
+    assert events.reasons.count("MPIJobRunning") == 1

@@ -24,8 +24,10 @@ from controller_fakes import (
 )
 
 from jobcontroller.controller.status import (
+    BACKLOG_RECHECK_SECONDS,
     STATUS_BACKLOG_HOLD_SECONDS,
     STATUS_COALESCE_SECONDS,
+    news,
     pods_starting,
 )
 from jobcontroller.core.types import Observed
@@ -335,3 +337,102 @@ async def test_a_saturated_client_delays_counters_by_a_bounded_time(
     catch_up(controller, api)
     await controller.reconcile(KEY)
     assert api.status_writes == 1
+
+
+def _cond(kind: str, status: str = "True", reason: str = "") -> dict[str, Any]:
+    return {"type": kind, "status": status, "reason": reason or f"TFJob{kind}"}
+
+
+def test_what_a_status_change_brings_decides_whether_it_may_wait() -> None:
+    created = {"conditions": [_cond("Created")], "replicaStatuses": {"Worker": {"active": 1}}}
+    counted = {**created, "replicaStatuses": {"Worker": {"active": 2}}}
+    running = {**counted, "conditions": [_cond("Created"), _cond("Running")]}
+    assert news(created, counted, "Running") == "counters"
+    assert news(created, running, "Running") == "running"
+    assert news(created, running, None) is None  # a kind without a Running condition
+    restarting = {**created, "conditions": [_cond("Created"), _cond("Restarting")]}
+    assert news(restarting, running, "Running") == "running"  # Running retires Restarting
+    succeeded = {**counted, "conditions": [_cond("Created"), _cond("Succeeded")]}
+    assert news(created, succeeded, "Running") is None
+    both = {**running, "conditions": [*running["conditions"], _cond("Succeeded")]}
+    assert news(created, both, "Running") is None
+    assert news({**created, "startTime": "x"}, {**running, "startTime": "y"}, "Running") is None
+    assert news(running, {**running, "conditions": [_cond("Created")]}, "Running") is None
+    stopped = {**running, "conditions": [_cond("Created"), _cond("Running", "False")]}
+    assert news(stopped, running, "Running") == "running"  # running again after a suspension
+
+
+async def test_running_waits_while_the_client_is_saturated_but_not_while_pods_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A TFJob's Running, under a backlog of creations: held; while a pod is still Pending
+    and the client has requests to spare: written at once (only counters coalesce a start)."""
+    clock = [1000.0]
+    monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
+    created = {
+        "conditions": [RUNNING_STATUS["conditions"][0]],
+        "replicaStatuses": {"Worker": {"active": 0}},
+        "startTime": RUNNING_STATUS["startTime"],
+    }
+    job = tf_job(status=created)
+    api = FakeApi(job)
+    pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Pending")]
+    controller = tf_controller(api, cached=[job, *pods])
+    controller.states.of(KEY).status_written = clock[0]
+    catch_up(controller, api)
+    api.backlog_seconds = 2.0
+    assert await controller.reconcile(KEY) == pytest.approx(2.0)
+    assert api.status_writes == 0
+    api.backlog_seconds = 0.0
+    catch_up(controller, api)
+    await controller.reconcile(KEY)
+    assert api.status_writes == 1 and "Running" in true_conditions(api.job)
+
+
+async def test_any_backlog_holds_counters_and_they_are_looked_at_again_no_sooner_than_1s(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A client whose next request would wait at all has no request to spare; the pass that
+    holds is not repeated every few milliseconds while the queue drains at the client's QPS."""
+    clock = [1000.0]
+    monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
+    status = {**RUNNING_STATUS, "replicaStatuses": {"Worker": {"active": 1}}}
+    job = tf_job(status=status)
+    api = FakeApi(job)
+    pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Running")]
+    controller = tf_controller(api, cached=[job, *pods])
+    controller.states.of(KEY).status_written = clock[0] - 60.0
+    catch_up(controller, api)
+    api.backlog_seconds = 0.05  # one request ahead at QPS 20
+    assert await controller.reconcile(KEY) == pytest.approx(BACKLOG_RECHECK_SECONDS)
+    assert api.status_writes == 0
+
+
+async def test_a_hold_ends_when_its_change_is_wanted_no_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What was held got stored meanwhile (a newer job came): a later change, under a client
+    still saturated, is held afresh rather than sent at once on the old hold's expiry."""
+    clock = [1000.0]
+    monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
+    status = {**RUNNING_STATUS, "replicaStatuses": {"Worker": {"active": 1}}}
+    job = tf_job(status=status)
+    api = FakeApi(job)
+    running = [worker_pod(0, phase="Running"), worker_pod(1, phase="Running")]
+    controller = tf_controller(api, cached=[job, *running])
+    controller.states.of(KEY).status_written = clock[0] - 60.0
+    catch_up(controller, api)
+    api.backlog_seconds = 2.0
+    await controller.reconcile(KEY)  # active 1 -> 2: held
+    state = controller.states.get(KEY)
+    assert state is not None and state.status_backlogged == 1000.0
+    jobs = controller.watch.informers["job"].store
+    counted = {**status, "replicaStatuses": {"Worker": {"active": 2, "succeeded": 0, "failed": 0}}}
+    catch_up(controller, api)  # the services the first pass created
+    jobs.upsert(tf_job(status=counted))
+    await controller.reconcile(KEY)  # nothing left to write: the hold ends
+    assert state.status_backlogged is None
+    clock[0] += STATUS_BACKLOG_HOLD_SECONDS + 1
+    jobs.upsert(tf_job(status=status))
+    assert await controller.reconcile(KEY) == pytest.approx(2.0)  # much later: held afresh
+    assert api.status_writes == 0

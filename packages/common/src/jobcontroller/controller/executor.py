@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from jobcontroller.controller.adoption import Adoption
 from jobcontroller.controller.state import JobStates
-from jobcontroller.controller.status import STATUS_BACKLOG_HOLD_SECONDS
+from jobcontroller.controller.status import BACKLOG_RECHECK_SECONDS, STATUS_BACKLOG_HOLD_SECONDS
 from jobcontroller.controller.telemetry import Telemetry
 from jobcontroller.controller.watch import is_terminating
 from jobcontroller.core.types import (
@@ -46,11 +46,6 @@ __all__ = ["Executed", "Executor", "unwatched_kinds"]
 #: Concurrent API writes per reconcile: parallel pod creation for big jobs (kubeflow #2361)
 #: without one job taking the whole client-side QPS budget in a single burst.
 _WRITE_CONCURRENCY = 16
-
-#: A pass that held patches back (:meth:`Executor.hold_patches`) looks at them again no
-#: sooner than this: under a saturated client the queue ahead drains at its QPS, and a job
-#: re-planned every few milliseconds would spend the CPU the burst needs.
-PATCH_RECHECK_SECONDS = 1.0
 
 #: Phrases of the API server's messages when an admission plugin (a webhook, a
 #: ValidatingAdmissionPolicy) refused an object: the object may be fine once the policy changes.
@@ -159,7 +154,7 @@ class Executor:
         rate limiter has no request to spare (a request now would wait), for at most
         ``STATUS_BACKLOG_HOLD_SECONDS`` in a row; returns the actions to carry out and the
         seconds until the held ones are due a look again (0: none held): once the queue ahead
-        has drained, and never sooner than ``PATCH_RECHECK_SECONDS``."""
+        has drained, and never sooner than ``BACKLOG_RECHECK_SECONDS``."""
         if not any(isinstance(a, PatchObject) and a.can_wait for a in actions):
             held = self._states.get(key)
             if held is not None:
@@ -178,7 +173,7 @@ class Executor:
             state.patches_backlogged = None  # held long enough: sent with this pass
             return actions, 0.0
         kept = tuple(a for a in actions if not (isinstance(a, PatchObject) and a.can_wait))
-        return kept, min(left, max(backlog, PATCH_RECHECK_SECONDS))
+        return kept, min(left, max(backlog, BACKLOG_RECHECK_SECONDS))
 
     async def _create_in_batches(
         self, key: str, job: Obj, creates: list[CreateObject], done: Executed

@@ -55,6 +55,7 @@ from jobcontroller.controller.status import (
     StatusWriter,
     after_own_patch,
     pods_starting,
+    running_since,
 )
 from jobcontroller.controller.telemetry import Telemetry
 from jobcontroller.controller.watch import LABEL_JOB_NAME, Watch
@@ -324,6 +325,10 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             states=self.states,
             telemetry=self.telemetry,
             requeue=queue.add,
+            running=self.running_condition,
+            # The creations' budget: with a status budget of its own, the one that fills
+            # during a burst is still the main client's.
+            creations=manager.api,
         )
         self._setup_progress(manager)
         elector = manager.elector
@@ -422,6 +427,15 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         with structlog.contextvars.bound_contextvars(uid=raw["metadata"].get("uid")):
             return await self._reconcile_job(key, raw)
 
+    def _held_event_reason(self, raw: Obj, status: StatusDoc) -> str | None:
+        """The reason of the Event that goes with a Running condition whose write is held:
+        the pass that writes the condition emits it (and a job that finishes first, neither)."""
+        running = self.running_condition
+        if running is None or running_since(raw.get("status") or {}, running) is not None:
+            return None
+        began = running_since(status.to_dict(), running)
+        return None if began is None else str(began.get("reason") or "")
+
     def _forget_crashes(self, key: str) -> None:
         if self.crash_guard is not None:
             self.crash_guard.forget(self.kind, key)
@@ -466,13 +480,14 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         executed = await self.executor.execute(key, raw, result.actions)
         if first_pods and executed.done[("created", POD)]:
             self.telemetry.first_pods(raw)
-        if not finishing:
-            self.telemetry.report(raw, result)
         requeue_after = result.requeue_after
         if executed.wait > 0:
             wait = executed.wait
             requeue_after = wait if requeue_after is None else min(requeue_after, wait)
-        if status is not None and not finishing:
+        if status is None or finishing:
+            if not finishing:
+                self.telemetry.report(raw, result)
+        else:
             # Even when some writes failed: the status is read from the caches, not from those
             # writes, and holding it back hid the outcome (a job whose clean-up keeps failing
             # never showed Failed) while every retry counted its metrics again.
@@ -485,6 +500,8 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
                 return pods_starting(observed) if started_as is None else started_as
 
             wait = self.status_writer.wait(key, job, status, starting=starting)
+            held = self._held_event_reason(raw, status) if wait > 0 else None
+            self.telemetry.report(raw, result, unless_reason=held)
             if wait > 0:
                 # Nothing is lost by waiting: the next pass derives the status again from the
                 # caches, and the timer makes sure there is one.

@@ -131,11 +131,13 @@ class Telemetry:
     def warn(self, job: Obj, reason: str, message: str) -> None:
         self.record(job, Event("Warning", reason, message))
 
-    def report(self, job: Obj, result: Plan) -> None:
-        """The plan's events and metrics. DELETED is counted by the deletion itself: a failed
-        one is planned (and was counted) again on every retry."""
+    def report(self, job: Obj, result: Plan, *, unless_reason: str | None = None) -> None:
+        """The plan's events (but those of ``unless_reason``: a condition whose write is held)
+        and metrics. DELETED is counted by the deletion itself: a failed one is planned (and
+        was counted) again on every retry."""
         for event in result.events:
-            self.record(job, event)
+            if event.reason != unless_reason:
+                self.record(job, event)
         self.count(job, tuple(m for m in result.metrics if m != JobMetric.DELETED))
 
     # ------------------------------------------------------------------------ logs
