@@ -255,24 +255,8 @@ async def test_counters_are_held_by_what_the_pass_planned_from_not_by_what_came_
     await controller.reconcile(KEY)
     assert api.status_writes == 1  # Created
     _running_workers(controller, api)
-    store = controller.watch.informers["Job"].store
-    launcher = copy.deepcopy(api.objects[("Job", "pi-launcher")])
-    launcher["status"] = {"active": 1}
-    store.upsert(launcher)
-    ref = {"kind": "Job", "uid": launcher["metadata"]["uid"], "controller": True}
-    pod = {
-        "kind": "Pod",
-        "metadata": {
-            "name": "pi-launcher-x",
-            "namespace": "ns",
-            "uid": "launcher-pod",
-            "labels": {"training.kubeflow.org/job-name": "pi"},
-            "ownerReferences": [ref],
-        },
-        "status": {"phase": "Pending"},
-    }
+    pod = _show_launcher(controller, api, phase="Pending")
     pods = controller.watch.informers["Pod"].store
-    pods.upsert(copy.deepcopy(pod))
 
     def launcher_starts() -> None:
         pods.upsert({**copy.deepcopy(pod), "status": {"phase": "Running"}})
@@ -288,29 +272,30 @@ async def test_counters_are_held_by_what_the_pass_planned_from_not_by_what_came_
     assert "Running" in {c["type"] for c in status["conditions"] if c["status"] == "True"}
 
 
-def _launcher_running(controller: MPIJobController, api: FakeApi, *, done: bool = False) -> None:
-    """The launcher Job active with its pod Running (or, ``done``, Complete)."""
+def _show_launcher(controller: MPIJobController, api: FakeApi, *, phase: str) -> dict[str, Any]:
+    """What the caches show next: the launcher Job with its pod in ``phase`` (the Job active,
+    or Complete once the pod Succeeded); returns the pod."""
     launcher = copy.deepcopy(api.objects[("Job", "pi-launcher")])
     launcher["status"] = (
         {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}
-        if done
+        if phase == "Succeeded"
         else {"active": 1}
     )
     controller.watch.informers["Job"].store.upsert(launcher)
     ref = {"kind": "Job", "uid": launcher["metadata"]["uid"], "controller": True}
-    controller.watch.informers["Pod"].store.upsert(
-        {
-            "kind": "Pod",
-            "metadata": {
-                "name": "pi-launcher-x",
-                "namespace": "ns",
-                "uid": "launcher-pod",
-                "labels": {"training.kubeflow.org/job-name": "pi"},
-                "ownerReferences": [ref],
-            },
-            "status": {"phase": "Succeeded" if done else "Running"},
-        }
-    )
+    pod = {
+        "kind": "Pod",
+        "metadata": {
+            "name": "pi-launcher-x",
+            "namespace": "ns",
+            "uid": "launcher-pod",
+            "labels": {"training.kubeflow.org/job-name": "pi"},
+            "ownerReferences": [ref],
+        },
+        "status": {"phase": phase},
+    }
+    controller.watch.informers["Pod"].store.upsert(copy.deepcopy(pod))
+    return pod
 
 
 def _true(api: FakeApi) -> set[str]:
@@ -325,7 +310,7 @@ async def test_running_waits_with_its_event_while_creations_are_backlogged() -> 
     await controller.reconcile(KEY)
     assert api.status_writes == 1 and events.reasons == ["MPIJobCreated"]
     _running_workers(controller, api)
-    _launcher_running(controller, api)
+    _show_launcher(controller, api, phase="Running")
 
     api.backlog_seconds = 4.0  # a burst of jobs ahead in the rate limiter's queue
     after = await controller.reconcile(KEY)
@@ -345,10 +330,10 @@ async def test_a_job_done_before_the_backlog_drains_is_written_once_without_runn
     controller = mpi_controller(api, events)
     await controller.reconcile(KEY)
     _running_workers(controller, api)
-    _launcher_running(controller, api)
+    _show_launcher(controller, api, phase="Running")
     api.backlog_seconds = 4.0
     await controller.reconcile(KEY)
-    _launcher_running(controller, api, done=True)
+    _show_launcher(controller, api, phase="Succeeded")
     await controller.reconcile(KEY)  # a finished job is written at once, saturated or not
     assert api.status_writes == 2
     assert _true(api) == {"Created", "Succeeded"}
@@ -364,7 +349,7 @@ async def test_running_is_written_at_once_when_the_client_has_requests_to_spare(
     controller = mpi_controller(api, events)
     await controller.reconcile(KEY)
     _running_workers(controller, api)
-    _launcher_running(controller, api)
+    _show_launcher(controller, api, phase="Running")
     await controller.reconcile(KEY)
     assert api.status_writes == 2 and "Running" in _true(api)
     assert events.reasons.count("MPIJobRunning") == 1

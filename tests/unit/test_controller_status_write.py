@@ -33,6 +33,7 @@ from jobcontroller.controller.status import (
 from jobcontroller.core.types import Observed
 from jobcontroller.runtime.kube import ApiError
 from jobcontroller.runtime.metrics import Metrics
+from tf_operator.controller import TFJobController
 
 RUNNING_STATUS = {
     "conditions": [
@@ -292,20 +293,31 @@ def test_a_launcher_job_without_its_pod_yet_is_still_starting() -> None:
     assert not pods_starting(observed(suspended))
 
 
-async def test_counters_wait_while_the_client_is_saturated_and_are_written_once_it_drains(
+ONE_ACTIVE = {**RUNNING_STATUS, "replicaStatuses": {"Worker": {"active": 1}}}
+
+
+def _second_worker_running(
     monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A burst of jobs at --kube-api-qps: a counters-only write would queue behind the pods
-    other jobs wait for, so it waits for the backlog to drain (bounded) instead."""
+) -> tuple[list[float], FakeApi, TFJobController]:
+    """A job written a minute ago with one worker active, whose second worker runs now (a
+    counters-only change); the clock a list to move."""
     clock = [1000.0]
     monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
-    status = {**RUNNING_STATUS, "replicaStatuses": {"Worker": {"active": 1}}}
-    job = tf_job(status=status)
+    job = tf_job(status=ONE_ACTIVE)
     api = FakeApi(job)
     pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Running")]
     controller = tf_controller(api, cached=[job, *pods])
     controller.states.of(KEY).status_written = clock[0] - 60.0
     catch_up(controller, api)
+    return clock, api, controller
+
+
+async def test_counters_wait_while_the_client_is_saturated_and_are_written_once_it_drains(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A burst of jobs at --kube-api-qps: a counters-only write would queue behind the pods
+    other jobs wait for, so it waits for the backlog to drain (bounded) instead."""
+    clock, api, controller = _second_worker_running(monkeypatch)
     api.backlog_seconds = 4.0
     after = await controller.reconcile(KEY)
     assert api.status_writes == 0
@@ -321,15 +333,7 @@ async def test_counters_wait_while_the_client_is_saturated_and_are_written_once_
 async def test_a_saturated_client_delays_counters_by_a_bounded_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    clock = [1000.0]
-    monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
-    status = {**RUNNING_STATUS, "replicaStatuses": {"Worker": {"active": 1}}}
-    job = tf_job(status=status)
-    api = FakeApi(job)
-    pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Running")]
-    controller = tf_controller(api, cached=[job, *pods])
-    controller.states.of(KEY).status_written = clock[0] - 60.0
-    catch_up(controller, api)
+    clock, api, controller = _second_worker_running(monkeypatch)
     api.backlog_seconds = 1000.0  # never drains
     await controller.reconcile(KEY)
     assert api.status_writes == 0
@@ -394,15 +398,7 @@ async def test_any_backlog_holds_counters_and_they_are_looked_at_again_no_sooner
 ) -> None:
     """A client whose next request would wait at all has no request to spare; the pass that
     holds is not repeated every few milliseconds while the queue drains at the client's QPS."""
-    clock = [1000.0]
-    monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
-    status = {**RUNNING_STATUS, "replicaStatuses": {"Worker": {"active": 1}}}
-    job = tf_job(status=status)
-    api = FakeApi(job)
-    pods = [worker_pod(0, phase="Running"), worker_pod(1, phase="Running")]
-    controller = tf_controller(api, cached=[job, *pods])
-    controller.states.of(KEY).status_written = clock[0] - 60.0
-    catch_up(controller, api)
+    _, api, controller = _second_worker_running(monkeypatch)
     api.backlog_seconds = 0.05  # one request ahead at QPS 20
     assert await controller.reconcile(KEY) == pytest.approx(BACKLOG_RECHECK_SECONDS)
     assert api.status_writes == 0
@@ -413,26 +409,19 @@ async def test_a_hold_ends_when_its_change_is_wanted_no_more(
 ) -> None:
     """What was held got stored meanwhile (a newer job came): a later change, under a client
     still saturated, is held afresh rather than sent at once on the old hold's expiry."""
-    clock = [1000.0]
-    monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
-    status = {**RUNNING_STATUS, "replicaStatuses": {"Worker": {"active": 1}}}
-    job = tf_job(status=status)
-    api = FakeApi(job)
-    running = [worker_pod(0, phase="Running"), worker_pod(1, phase="Running")]
-    controller = tf_controller(api, cached=[job, *running])
-    controller.states.of(KEY).status_written = clock[0] - 60.0
-    catch_up(controller, api)
+    clock, api, controller = _second_worker_running(monkeypatch)
     api.backlog_seconds = 2.0
     await controller.reconcile(KEY)  # active 1 -> 2: held
     state = controller.states.get(KEY)
     assert state is not None and state.status_backlogged == 1000.0
     jobs = controller.watch.informers["job"].store
-    counted = {**status, "replicaStatuses": {"Worker": {"active": 2, "succeeded": 0, "failed": 0}}}
+    two = {"active": 2, "succeeded": 0, "failed": 0}
+    counted = {**ONE_ACTIVE, "replicaStatuses": {"Worker": two}}
     catch_up(controller, api)  # the services the first pass created
     jobs.upsert(tf_job(status=counted))
     await controller.reconcile(KEY)  # nothing left to write: the hold ends
     assert state.status_backlogged is None
     clock[0] += STATUS_BACKLOG_HOLD_SECONDS + 1
-    jobs.upsert(tf_job(status=status))
+    jobs.upsert(tf_job(status=ONE_ACTIVE))
     assert await controller.reconcile(KEY) == pytest.approx(2.0)  # much later: held afresh
     assert api.status_writes == 0
