@@ -22,7 +22,11 @@ import pytest
 from controller_fakes import FakeApi
 
 from jobcontroller import PatchObject
-from jobcontroller.controller.status import BACKLOG_RECHECK_SECONDS, STATUS_BACKLOG_HOLD_SECONDS
+from jobcontroller.controller.status import (
+    BACKLOG_RECHECK_SECONDS,
+    RUNNING_BACKLOG_HOLD_SECONDS,
+    STATUS_BACKLOG_HOLD_SECONDS,
+)
 from jobcontroller.runtime.events import EventRecorder
 from jobcontroller.runtime.kube import ApiError, KubeApi, Resource
 from jobcontroller.runtime.manager import Manager
@@ -350,6 +354,29 @@ async def test_running_is_written_at_once_when_the_client_has_requests_to_spare(
     await controller.reconcile(KEY)
     _running_workers(controller, api)
     _show_launcher(controller, api, phase="Running")
+    await controller.reconcile(KEY)
+    assert api.status_writes == 2 and "Running" in _true(api)
+    assert events.reasons.count("MPIJobRunning") == 1
+
+
+async def test_running_is_late_by_a_few_seconds_at_most_however_long_the_burst(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    events = Recorded()
+    api = PatchCountingApi(MPIJOB)
+    controller = mpi_controller(api, events)
+    await controller.reconcile(KEY)
+    # The status writer's clock only from here: the creations above sleep on the loop's.
+    clock = [1000.0]
+    monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
+    _running_workers(controller, api)
+    _show_launcher(controller, api, phase="Running")
+    api.backlog_seconds = 1000.0  # never drains
+    assert await controller.reconcile(KEY) == pytest.approx(RUNNING_BACKLOG_HOLD_SECONDS)
+    clock[0] += RUNNING_BACKLOG_HOLD_SECONDS - 1
+    assert await controller.reconcile(KEY) == pytest.approx(1.0)
+    assert api.status_writes == 1 and "MPIJobRunning" not in events.reasons
+    clock[0] += 1
     await controller.reconcile(KEY)
     assert api.status_writes == 2 and "Running" in _true(api)
     assert events.reasons.count("MPIJobRunning") == 1

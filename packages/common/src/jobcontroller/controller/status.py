@@ -24,6 +24,7 @@ from jobcontroller.runtime.store import Store, object_key
 
 __all__ = [
     "BACKLOG_RECHECK_SECONDS",
+    "RUNNING_BACKLOG_HOLD_SECONDS",
     "STARTING_KINDS",
     "STATUS_BACKLOG_HOLD_SECONDS",
     "STATUS_COALESCE_SECONDS",
@@ -54,13 +55,15 @@ STATUS_COALESCE_SECONDS = 5.0
 #: While the operator's client has no request to spare (its rate limiter would make a request
 #: sent now wait: a burst of jobs at --kube-api-qps), writes that only inform wait for it, for
 #: at most STATUS_BACKLOG_HOLD_SECONDS in a row, looked at again once the queue ahead has
-#: drained but never sooner than BACKLOG_RECHECK_SECONDS: replica counters, a status whose
-#: only other news is the Running condition (with its Event, emitted by the pass that writes
-#: it), and a child's patch declared able to wait (``Child.patch_can_wait``). The budget goes
-#: to the objects that start jobs (pods started 10% sooner in 100 TFJobs at QPS 20), and a job
+#: drained but never sooner than BACKLOG_RECHECK_SECONDS: replica counters, and a child's
+#: patch declared able to wait (``Child.patch_can_wait``). The budget goes to the objects that
+#: start jobs. A status whose only other news is the Running condition waits too, with its
+#: Event (emitted by the pass that writes it), but RUNNING_BACKLOG_HOLD_SECONDS at most: a job
 #: that finishes meanwhile is written once, Created to Succeeded, as mpi-operator's queue
-#: writes a job it reaches late. Only saturation holds a Running condition: a start never does.
+#: writes a job it reaches late, and one that runs on shows Running a few seconds late at
+#: worst. Only saturation holds a Running condition: a start never does.
 STATUS_BACKLOG_HOLD_SECONDS = 30.0
+RUNNING_BACKLOG_HOLD_SECONDS = 5.0
 
 #: A held write is looked at again no sooner than this: under a saturated client the queue
 #: ahead drains at its QPS, and a job re-planned every few milliseconds would spend the CPU the
@@ -201,12 +204,17 @@ class StatusWriter:
         backlog = self._creations.backlog()
         now = time.monotonic()
         if backlog > 0:
-            # Look again once the queue ahead has drained (or the longer bound is reached);
+            # Look again once the queue ahead has drained (or the bound is reached);
             # the start's own bound counts from then.
             state.status_held = None
             if state.status_backlogged is None:
                 state.status_backlogged = now
-            left = state.status_backlogged + STATUS_BACKLOG_HOLD_SECONDS - now
+            bound = (
+                STATUS_BACKLOG_HOLD_SECONDS
+                if brings == "counters"
+                else RUNNING_BACKLOG_HOLD_SECONDS
+            )
+            left = state.status_backlogged + bound - now
             return max(0.0, min(left, max(backlog, BACKLOG_RECHECK_SECONDS)))
         state.status_backlogged = None
         if brings != "counters" or not starting():
