@@ -380,3 +380,59 @@ async def test_running_is_late_by_a_few_seconds_at_most_however_long_the_burst(
     await controller.reconcile(KEY)
     assert api.status_writes == 2 and "Running" in _true(api)
     assert events.reasons.count("MPIJobRunning") == 1
+
+
+async def test_running_waits_its_own_bound_after_counters_held_long_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The workers' counters were held from the burst's start; the launcher's Running, 10 s
+    later, still waits (up to its own few seconds) rather than going out at once."""
+    events = Recorded()
+    api = PatchCountingApi(MPIJOB)
+    controller = mpi_controller(api, events)
+    await controller.reconcile(KEY)
+    clock = [1000.0]
+    monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
+    _running_workers(controller, api)
+    api.backlog_seconds = 1000.0
+    await controller.reconcile(KEY)  # the workers' counters: held
+    assert api.status_writes == 1
+    clock[0] += 10.0
+    _show_launcher(controller, api, phase="Running")
+    assert await controller.reconcile(KEY) == pytest.approx(RUNNING_BACKLOG_HOLD_SECONDS)
+    assert api.status_writes == 1 and "MPIJobRunning" not in events.reasons
+    clock[0] += RUNNING_BACKLOG_HOLD_SECONDS
+    await controller.reconcile(KEY)
+    assert api.status_writes == 2 and "Running" in _true(api)
+
+
+class OwnBudget:
+    """MPIJob's status client: the same objects, a rate limiter of its own with room."""
+
+    def __init__(self, api: FakeApi) -> None:
+        self._api = api
+
+    def backlog(self) -> float:
+        return 0.0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._api, name)
+
+
+class SplitBudgetApi(PatchCountingApi):
+    def with_own_budget(self) -> Any:
+        return OwnBudget(self)
+
+
+async def test_the_hold_reads_the_backlog_of_the_client_that_creates() -> None:
+    """MPIJob's status writes have a budget of their own, idle in a burst; the creations'
+    budget, full, is the one that holds Running."""
+    events = Recorded()
+    api = SplitBudgetApi(MPIJOB)
+    controller = mpi_controller(api, events)
+    await controller.reconcile(KEY)
+    _running_workers(controller, api)
+    _show_launcher(controller, api, phase="Running")
+    api.backlog_seconds = 4.0
+    await controller.reconcile(KEY)
+    assert api.status_writes == 1 and "MPIJobRunning" not in events.reasons

@@ -35,8 +35,10 @@ class JobState:
     """Since when a status change that touches only the replica counters has been held back
     while the job starts (monotonic seconds; None: nothing held)."""
     status_backlogged: float | None = None
-    """Since when such a change has been held back because the client's rate limiter was
-    saturated (monotonic seconds; None: it is not)."""
+    """Since when a change that may wait has been held back because the operator's client had
+    no request to spare (monotonic seconds; None: it is not)."""
+    running_backlogged: float | None = None
+    """Since when, of those, one that brings the Running condition has been (None: none)."""
     patches_backlogged: float | None = None
     """Since when patches that may wait (``PatchObject.can_wait``) have been held back
     because the client's rate limiter was saturated (monotonic seconds; None: they are not)."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import structlog
 
-from jobcontroller.controller.state import InFlightStatus, JobStates
+from jobcontroller.controller.state import InFlightStatus, JobState, JobStates
 from jobcontroller.controller.telemetry import LOGGER_NAME, Telemetry
 from jobcontroller.core.replicas import is_terminating
 from jobcontroller.core.types import POD, Obj, Observed, StatusDoc
@@ -119,6 +119,10 @@ def running_since(status: Obj, running: str) -> Obj | None:
     return None
 
 
+def _forget_holds(state: JobState) -> None:
+    state.status_held = state.status_backlogged = state.running_backlogged = None
+
+
 _COUNTED_OR_CONDITIONS = ("replicaStatuses", "conditions")
 _RESTARTING = "Restarting"
 
@@ -182,10 +186,10 @@ class StatusWriter:
         self._requeue = requeue
 
     def wait(self, key: str, job: Obj, status: StatusDoc, *, starting: Callable[[], bool]) -> float:
-        """Seconds to hold back a status write that changes only the replica counters while
-        the job is still starting (see STATUS_COALESCE_SECONDS), or only those and the Running
-        condition while the operator's client has no request to spare (see
-        STATUS_BACKLOG_HOLD_SECONDS); 0 to write now. ``starting`` (called only when it
+        """Seconds to hold back a status write that changes only the replica counters, while
+        the job is still starting (see STATUS_COALESCE_SECONDS) or the operator's client has
+        no request to spare, or only those and the Running condition, while that client has
+        none (see STATUS_BACKLOG_HOLD_SECONDS); 0 to write now. ``starting`` (called only when it
         matters): whether the job was starting in what ``status`` was derived from
         (:func:`pods_starting`), or this pass created pods or batch Jobs for it (what they
         become is still to come)."""
@@ -195,8 +199,7 @@ class StatusWriter:
         old = job.get("status") or {}
         new = status.to_dict()
         if new == old:
-            # What was held is wanted no more: a later change is held afresh.
-            state.status_held = state.status_backlogged = None
+            _forget_holds(state)  # what was held is wanted no more: a later change starts anew
             return 0.0
         brings = news(old, new, self._running)
         if brings is None:
@@ -204,19 +207,19 @@ class StatusWriter:
         backlog = self._creations.backlog()
         now = time.monotonic()
         if backlog > 0:
-            # Look again once the queue ahead has drained (or the bound is reached);
-            # the start's own bound counts from then.
+            # Look again once the queue ahead has drained (or a bound is reached); the start's
+            # own bound counts from then. Running's bound counts from the pass that first held
+            # it, not from an earlier hold of the counters.
             state.status_held = None
             if state.status_backlogged is None:
                 state.status_backlogged = now
-            bound = (
-                STATUS_BACKLOG_HOLD_SECONDS
-                if brings == "counters"
-                else RUNNING_BACKLOG_HOLD_SECONDS
-            )
-            left = state.status_backlogged + bound - now
+            left = state.status_backlogged + STATUS_BACKLOG_HOLD_SECONDS - now
+            if brings == "running":
+                if state.running_backlogged is None:
+                    state.running_backlogged = now
+                left = min(left, state.running_backlogged + RUNNING_BACKLOG_HOLD_SECONDS - now)
             return max(0.0, min(left, max(backlog, BACKLOG_RECHECK_SECONDS)))
-        state.status_backlogged = None
+        state.status_backlogged = state.running_backlogged = None
         if brings != "counters" or not starting():
             return 0.0
         if state.status_held is None:
@@ -256,7 +259,7 @@ class StatusWriter:
         self._cache_own_write(job, written)
         state = self._states.of(key)
         state.status_written = time.monotonic()
-        state.status_held = state.status_backlogged = None
+        _forget_holds(state)
         self._telemetry.status_written(job, job.get("status") or {}, new)
         return True
 
