@@ -48,6 +48,9 @@ class FakeApi:
     def backlog(self) -> float:
         return self.backlog_seconds
 
+    def spare(self) -> int:
+        return 0 if self.backlog_seconds > 0 else 30
+
     def with_own_budget(self) -> FakeApi:
         return self  # a status budget of its own (MPIJob's): one API here
 

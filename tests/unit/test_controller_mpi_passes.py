@@ -6,7 +6,8 @@
 - Patches that may wait: the hostfile ConfigMap's ``discover_hosts.sh`` update waits while
   the client's rate limiter has no request to spare (a burst of jobs), is sent once it has,
   or once it has waited ``STATUS_BACKLOG_HOLD_SECONDS``, and is never sent for a launcher
-  that finished meanwhile.
+  that finished meanwhile. The job waits with the others for the client (the spare waiters),
+  not on a timer of its own.
 - The Running condition waits, with its Event, while the operator's creations are backlogged
   (a burst of jobs): the pass that writes it emits the Event, and a job that finishes meanwhile
   goes from Created to Succeeded in one write, with no Running Event.
@@ -23,7 +24,6 @@ from controller_fakes import FakeApi
 
 from jobcontroller import PatchObject
 from jobcontroller.controller.status import (
-    BACKLOG_RECHECK_SECONDS,
     RUNNING_BACKLOG_HOLD_SECONDS,
     STATUS_BACKLOG_HOLD_SECONDS,
 )
@@ -152,11 +152,14 @@ async def test_the_discover_hosts_update_waits_while_the_client_has_no_request_t
     assert "pi-worker-0" not in _hosts(api)
 
     api.backlog_seconds = 3.0  # a burst of jobs ahead in the rate limiter's queue
-    assert await controller.reconcile(KEY) is not None  # a timer brings the next look
+    await controller.reconcile(KEY)
     assert api.patches == []
+    assert controller.spare_waiters.due(KEY) is not None  # queued again when it drains
 
     api.backlog_seconds = 0.0
+    assert controller.spare_waiters.fire() == [KEY]
     await controller.reconcile(KEY)
+    assert controller.spare_waiters.due(KEY) is None
     assert api.patches == ["ConfigMap/pi-config"]
     assert "pi-worker-0" in _hosts(api) and "pi-worker-1" in _hosts(api)
 
@@ -167,7 +170,9 @@ def _hosts_patch() -> PatchObject:
     )
 
 
-def test_a_held_patch_is_looked_at_again_once_the_queue_ahead_drains_and_at_most_so_long() -> None:
+def test_a_held_patch_is_held_so_long_at_most() -> None:
+    """The seconds a hold returns are those left to its bound: the spare waiters queue the
+    job then if the client has had no request to spare by then."""
     api = FakeApi(MPIJOB)
     executor = mpi_controller(api).executor
     clock = [1000.0]
@@ -176,9 +181,7 @@ def test_a_held_patch_is_looked_at_again_once_the_queue_ahead_drains_and_at_most
     actions = (_hosts_patch(), other)
 
     api.backlog_seconds = 3.0
-    assert executor.hold_patches(KEY, actions) == ((other,), 3.0)
-    api.backlog_seconds = 0.01  # never looked at again sooner than BACKLOG_RECHECK_SECONDS
-    assert executor.hold_patches(KEY, actions) == ((other,), BACKLOG_RECHECK_SECONDS)
+    assert executor.hold_patches(KEY, actions) == ((other,), STATUS_BACKLOG_HOLD_SECONDS)
     api.backlog_seconds = 120.0  # the client stays saturated: held 30 s in a row at most
     clock[0] += STATUS_BACKLOG_HOLD_SECONDS - 0.5
     assert executor.hold_patches(KEY, actions) == ((other,), pytest.approx(0.5))
@@ -199,7 +202,7 @@ def test_a_hold_ends_when_the_patch_is_wanted_no_more() -> None:
     executor.hold_patches(KEY, (_hosts_patch(),))
     assert executor.hold_patches(KEY, ()) == ((), 0.0)  # the worker went back to Pending
     clock[0] += 100  # a new change, much later, under a saturated client: held afresh
-    assert executor.hold_patches(KEY, (_hosts_patch(),)) == ((), 3.0)
+    assert executor.hold_patches(KEY, (_hosts_patch(),)) == ((), STATUS_BACKLOG_HOLD_SECONDS)
 
 
 async def test_a_held_update_is_never_sent_once_the_launcher_finished() -> None:
@@ -302,6 +305,12 @@ def _show_launcher(controller: MPIJobController, api: FakeApi, *, phase: str) ->
     return pod
 
 
+def _waits_for_spare(controller: MPIJobController, clock: list[float]) -> float | None:
+    """Seconds until the spare waiters queue the job at the latest (None: it is not waiting)."""
+    due = controller.spare_waiters.due(KEY)
+    return None if due is None else due - clock[0]
+
+
 def _true(api: FakeApi) -> set[str]:
     status = api.objects[("MPIJob", "pi")]["status"]
     return {c["type"] for c in status["conditions"] if c["status"] == "True"}
@@ -318,11 +327,13 @@ async def test_running_waits_with_its_event_while_creations_are_backlogged() -> 
 
     api.backlog_seconds = 4.0  # a burst of jobs ahead in the rate limiter's queue
     after = await controller.reconcile(KEY)
-    assert after == pytest.approx(4.0)  # looked at again once the queue ahead drained
+    assert after is None  # no timer of its own: queued again once the client has room
+    assert controller.spare_waiters.due(KEY) is not None
     assert api.status_writes == 1 and _true(api) == {"Created"}
     assert "MPIJobRunning" not in events.reasons
 
     api.backlog_seconds = 0.0
+    assert controller.spare_waiters.fire() == [KEY]
     await controller.reconcile(KEY)
     assert api.status_writes == 2 and "Running" in _true(api)
     assert events.reasons.count("MPIJobRunning") == 1
@@ -372,11 +383,14 @@ async def test_running_is_late_by_a_few_seconds_at_most_however_long_the_burst(
     _running_workers(controller, api)
     _show_launcher(controller, api, phase="Running")
     api.backlog_seconds = 1000.0  # never drains
-    assert await controller.reconcile(KEY) == pytest.approx(RUNNING_BACKLOG_HOLD_SECONDS)
+    await controller.reconcile(KEY)
+    assert _waits_for_spare(controller, clock) == pytest.approx(RUNNING_BACKLOG_HOLD_SECONDS)
     clock[0] += RUNNING_BACKLOG_HOLD_SECONDS - 1
-    assert await controller.reconcile(KEY) == pytest.approx(1.0)
+    await controller.reconcile(KEY)  # a pass an event brought: the same bound
+    assert _waits_for_spare(controller, clock) == pytest.approx(1.0)
     assert api.status_writes == 1 and "MPIJobRunning" not in events.reasons
     clock[0] += 1
+    assert controller.spare_waiters.fire() == [KEY]  # its bound: queued, saturated or not
     await controller.reconcile(KEY)
     assert api.status_writes == 2 and "Running" in _true(api)
     assert events.reasons.count("MPIJobRunning") == 1
@@ -399,7 +413,8 @@ async def test_running_waits_its_own_bound_after_counters_held_long_before(
     assert api.status_writes == 1
     clock[0] += 10.0
     _show_launcher(controller, api, phase="Running")
-    assert await controller.reconcile(KEY) == pytest.approx(RUNNING_BACKLOG_HOLD_SECONDS)
+    await controller.reconcile(KEY)
+    assert _waits_for_spare(controller, clock) == pytest.approx(RUNNING_BACKLOG_HOLD_SECONDS)
     assert api.status_writes == 1 and "MPIJobRunning" not in events.reasons
     clock[0] += RUNNING_BACKLOG_HOLD_SECONDS
     await controller.reconcile(KEY)
@@ -414,6 +429,9 @@ class OwnBudget:
 
     def backlog(self) -> float:
         return 0.0
+
+    def spare(self) -> int:
+        return 30
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._api, name)

@@ -25,6 +25,7 @@ from controller_fakes import (
 
 from jobcontroller.controller.status import (
     BACKLOG_RECHECK_SECONDS,
+    RUNNING_BACKLOG_HOLD_SECONDS,
     STATUS_BACKLOG_HOLD_SECONDS,
     STATUS_COALESCE_SECONDS,
     news,
@@ -321,13 +322,19 @@ async def test_counters_wait_while_the_client_is_saturated_and_are_written_once_
     api.backlog_seconds = 4.0
     after = await controller.reconcile(KEY)
     assert api.status_writes == 0
-    assert after == pytest.approx(4.0)  # looked at again when the queue ahead has drained
+    # No timer of its own: it waits with the others for the client, 30 s at most.
+    assert after is None
+    assert _waits_for_spare(controller, clock) == pytest.approx(STATUS_BACKLOG_HOLD_SECONDS)
+    waiters = controller.spare_waiters
+    assert waiters.fire() == []  # still saturated
     clock[0] += 4.0
     api.backlog_seconds = 0.0
+    assert waiters.fire() == [KEY]  # the client has requests to spare: queued again
     catch_up(controller, api)
     await controller.reconcile(KEY)
     assert api.status_writes == 1
     assert api.job["status"]["replicaStatuses"]["Worker"]["active"] == 2
+    assert waiters.due(KEY) is None and len(waiters) == 0
 
 
 async def test_a_saturated_client_delays_counters_by_a_bounded_time(
@@ -341,6 +348,12 @@ async def test_a_saturated_client_delays_counters_by_a_bounded_time(
     catch_up(controller, api)
     await controller.reconcile(KEY)
     assert api.status_writes == 1
+
+
+def _waits_for_spare(controller: TFJobController, clock: list[float]) -> float | None:
+    """Seconds until the spare waiters queue the job at the latest (None: it is not waiting)."""
+    due = controller.spare_waiters.due(KEY)
+    return None if due is None else due - clock[0]
 
 
 def _cond(kind: str, status: str = "True", reason: str = "") -> dict[str, Any]:
@@ -385,7 +398,8 @@ async def test_running_waits_while_the_client_is_saturated_but_not_while_pods_st
     controller.states.of(KEY).status_written = clock[0]
     catch_up(controller, api)
     api.backlog_seconds = 2.0
-    assert await controller.reconcile(KEY) == pytest.approx(2.0)
+    assert await controller.reconcile(KEY) is None
+    assert _waits_for_spare(controller, clock) == pytest.approx(RUNNING_BACKLOG_HOLD_SECONDS)
     assert api.status_writes == 0
     api.backlog_seconds = 0.0
     catch_up(controller, api)
@@ -396,12 +410,14 @@ async def test_running_waits_while_the_client_is_saturated_but_not_while_pods_st
 async def test_any_backlog_holds_counters_and_they_are_looked_at_again_no_sooner_than_1s(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A client whose next request would wait at all has no request to spare; the pass that
-    holds is not repeated every few milliseconds while the queue drains at the client's QPS."""
-    _, api, controller = _second_worker_running(monkeypatch)
+    """A client whose next request would wait at all has no request to spare; the client is
+    not asked again every few milliseconds while the queue drains at its QPS."""
+    clock, api, controller = _second_worker_running(monkeypatch)
     api.backlog_seconds = 0.05  # one request ahead at QPS 20
-    assert await controller.reconcile(KEY) == pytest.approx(BACKLOG_RECHECK_SECONDS)
+    assert await controller.reconcile(KEY) is None
     assert api.status_writes == 0
+    look = controller.spare_waiters.next_look
+    assert look is not None and look - clock[0] == pytest.approx(BACKLOG_RECHECK_SECONDS)
 
 
 async def test_a_hold_ends_when_its_change_is_wanted_no_more(
@@ -421,7 +437,9 @@ async def test_a_hold_ends_when_its_change_is_wanted_no_more(
     jobs.upsert(tf_job(status=counted))
     await controller.reconcile(KEY)  # nothing left to write: the hold ends
     assert state.status_backlogged is None
+    assert controller.spare_waiters.due(KEY) is None  # and nothing queues the job for it
     clock[0] += STATUS_BACKLOG_HOLD_SECONDS + 1
     jobs.upsert(tf_job(status=ONE_ACTIVE))
-    assert await controller.reconcile(KEY) == pytest.approx(2.0)  # much later: held afresh
+    assert await controller.reconcile(KEY) is None  # much later: held afresh, for 30 s
+    assert _waits_for_spare(controller, clock) == pytest.approx(STATUS_BACKLOG_HOLD_SECONDS)
     assert api.status_writes == 0

@@ -209,6 +209,12 @@ class _Api:
     def with_own_budget(self) -> _Api:  # the status writer's (not the endpoint's)
         return self
 
+    def backlog(self) -> float:  # the spare waiters'
+        return 0.0
+
+    def spare(self) -> int:
+        return 30
+
 
 def test_one_process_serves_every_kind_from_one_endpoint() -> None:
     """The all-in-one: the TrainJob's and the v1 kinds' controllers share one endpoint (one

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from jobcontroller.controller.adoption import Adoption
 from jobcontroller.controller.state import JobStates
-from jobcontroller.controller.status import BACKLOG_RECHECK_SECONDS, STATUS_BACKLOG_HOLD_SECONDS
+from jobcontroller.controller.status import STATUS_BACKLOG_HOLD_SECONDS
 from jobcontroller.controller.telemetry import Telemetry
 from jobcontroller.controller.watch import is_terminating
 from jobcontroller.core.types import (
@@ -72,8 +72,8 @@ class Executed:
     patched_job: Obj | None = None
     """The job as our own patch of it returned (the restart ledger), if the pass patched it."""
     wait: float = 0.0
-    """Seconds until the patches held back (:meth:`Executor.hold_patches`) are due a look
-    again; 0: none was."""
+    """Seconds left to the bound of the patches held back for the client
+    (:meth:`Executor.hold_patches`); 0: none was."""
 
 
 def unwatched_kinds(
@@ -153,16 +153,15 @@ class Executor:
         """Leave out the patches that may wait (``PatchObject.can_wait``) while the client's
         rate limiter has no request to spare (a request now would wait), for at most
         ``STATUS_BACKLOG_HOLD_SECONDS`` in a row; returns the actions to carry out and the
-        seconds until the held ones are due a look again (0: none held): once the queue ahead
-        has drained, and never sooner than ``BACKLOG_RECHECK_SECONDS``."""
+        seconds left to the held ones' bound (0: none held). The job is looked at again once
+        the client has a request to spare (:class:`SpareWaiters`), or at that bound."""
         if not any(isinstance(a, PatchObject) and a.can_wait for a in actions):
             held = self._states.get(key)
             if held is not None:
                 held.patches_backlogged = None  # what was held is wanted no more
             return actions, 0.0
         state = self._states.of(key)
-        backlog = self._api.backlog()
-        if backlog <= 0:
+        if self._api.backlog() <= 0:
             state.patches_backlogged = None
             return actions, 0.0
         now = self._clock()
@@ -173,7 +172,7 @@ class Executor:
             state.patches_backlogged = None  # held long enough: sent with this pass
             return actions, 0.0
         kept = tuple(a for a in actions if not (isinstance(a, PatchObject) and a.can_wait))
-        return kept, min(left, max(backlog, BACKLOG_RECHECK_SECONDS))
+        return kept, left
 
     async def _create_in_batches(
         self, key: str, job: Obj, creates: list[CreateObject], done: Executed

@@ -49,8 +49,10 @@ from jobcontroller.controller.progress import (
 )
 from jobcontroller.controller.progressauth import PodCheck
 from jobcontroller.controller.progressserver import ProgressServer, progress_rules
+from jobcontroller.controller.spare import SpareWaiters
 from jobcontroller.controller.state import JobStates
 from jobcontroller.controller.status import (
+    BACKLOG_RECHECK_SECONDS,
     STARTING_KINDS,
     StatusWriter,
     after_own_patch,
@@ -175,6 +177,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
     executor: Executor
     adoption: Adoption
     status_writer: StatusWriter
+    spare_waiters: SpareWaiters
 
     def __init__(
         self,
@@ -330,6 +333,12 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             # during a burst is still the main client's.
             creations=manager.api,
         )
+        self.spare_waiters = SpareWaiters(
+            backlog=manager.api.backlog,
+            spare=manager.api.spare,
+            requeue=queue.add,
+            recheck=BACKLOG_RECHECK_SECONDS,
+        )
         self._setup_progress(manager)
         elector = manager.elector
         # Without leader election the one replica leads.
@@ -481,9 +490,9 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         if first_pods and executed.done[("created", POD)]:
             self.telemetry.first_pods(raw)
         requeue_after = result.requeue_after
-        if executed.wait > 0:
-            wait = executed.wait
-            requeue_after = wait if requeue_after is None else min(requeue_after, wait)
+        # Seconds left to the bound of writes held for the client (None: none are): the job
+        # waits with the others for it to have a request to spare, not on a timer of its own.
+        for_spare = executed.wait if executed.wait > 0 else None
         if status is None or finishing:
             if not finishing:
                 self.telemetry.report(raw, result)
@@ -502,12 +511,19 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             wait = self.status_writer.wait(key, job, status, starting=starting)
             held = self._held_event_reason(raw, status) if wait > 0 else None
             self.telemetry.report(raw, result, unless_reason=held)
-            if wait > 0:
-                # Nothing is lost by waiting: the next pass derives the status again from the
-                # caches, and the timer makes sure there is one.
-                requeue_after = wait if requeue_after is None else min(requeue_after, wait)
-            else:
+            state = self.states.get(key)
+            if wait <= 0:
                 await self.status_writer.write(job, status)
+            elif state is not None and state.status_backlogged is not None:
+                # Nothing is lost by waiting: the next pass derives the status again from the
+                # caches, and the spare waiters (or a timer) make sure there is one.
+                for_spare = wait if for_spare is None else min(for_spare, wait)
+            else:
+                requeue_after = wait if requeue_after is None else min(requeue_after, wait)
+        if for_spare is None:
+            self.spare_waiters.drop(key)
+        else:
+            self.spare_waiters.wait(key, for_spare)
         if executed.errors:
             raise executed.errors[0]
         state = self.states.get(key)

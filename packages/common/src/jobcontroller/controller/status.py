@@ -65,9 +65,10 @@ STATUS_COALESCE_SECONDS = 5.0
 STATUS_BACKLOG_HOLD_SECONDS = 30.0
 RUNNING_BACKLOG_HOLD_SECONDS = 5.0
 
-#: A held write is looked at again no sooner than this: under a saturated client the queue
-#: ahead drains at its QPS, and a job re-planned every few milliseconds would spend the CPU the
-#: burst needs.
+#: The jobs whose writes wait for the client are looked at again together, by one timer
+#: (controller/spare.py), when it has requests to spare: it asks no more often than this.
+#: Under a saturated client the queue ahead drains at its QPS, and a look every few
+#: milliseconds would spend the CPU the burst needs.
 BACKLOG_RECHECK_SECONDS = 1.0
 
 
@@ -189,10 +190,12 @@ class StatusWriter:
         """Seconds to hold back a status write that changes only the replica counters, while
         the job is still starting (see STATUS_COALESCE_SECONDS) or the operator's client has
         no request to spare, or only those and the Running condition, while that client has
-        none (see STATUS_BACKLOG_HOLD_SECONDS); 0 to write now. ``starting`` (called only when it
-        matters): whether the job was starting in what ``status`` was derived from
-        (:func:`pods_starting`), or this pass created pods or batch Jobs for it (what they
-        become is still to come)."""
+        none (see STATUS_BACKLOG_HOLD_SECONDS); 0 to write now. A hold for the client
+        (``JobState.status_backlogged`` set) returns the seconds left to its bound: the job
+        is looked at again once the client has a request to spare (:class:`SpareWaiters`).
+        ``starting`` (called only when it matters): whether the job was starting in what
+        ``status`` was derived from (:func:`pods_starting`), or this pass created pods or
+        batch Jobs for it (what they become is still to come)."""
         state = self._states.get(key)
         if state is None or state.status_written is None:
             return 0.0  # the first write of a job never waits
@@ -218,7 +221,7 @@ class StatusWriter:
                 if state.running_backlogged is None:
                     state.running_backlogged = now
                 left = min(left, state.running_backlogged + RUNNING_BACKLOG_HOLD_SECONDS - now)
-            return max(0.0, min(left, max(backlog, BACKLOG_RECHECK_SECONDS)))
+            return max(0.0, left)
         state.status_backlogged = state.running_backlogged = None
         if brings != "counters" or not starting():
             return 0.0

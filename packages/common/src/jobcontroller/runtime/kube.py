@@ -41,6 +41,7 @@ import copy
 import ipaddress
 import os
 import re
+import sys
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from typing import Any, Literal, Self, overload
@@ -506,6 +507,10 @@ class KubeApi:
     def backlog(self) -> float:
         """Seconds a request made now would wait for the client-side rate limiter (0: none)."""
         return 0.0 if self._bucket is None else self._bucket.backlog()
+
+    def spare(self) -> int:
+        """Requests that could be made now without waiting for the client-side rate limiter."""
+        return sys.maxsize if self._bucket is None else self._bucket.spare()
 
     async def request(
         self,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
 from collections import deque
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -256,6 +257,12 @@ class TokenBucket:
             return 0.0
         tokens = self._reservoir.available(self._clock())
         return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self._qps
+
+    def spare(self) -> int:
+        """Requests that could be sent now without waiting for a token."""
+        if math.isinf(self._qps):
+            return sys.maxsize
+        return max(0, math.floor(self._reservoir.available(self._clock())))
 
     def statistics(self) -> TokenBucketStatistics:
         return TokenBucketStatistics(
