@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from pydantic import ValidationError
@@ -133,6 +134,18 @@ def test_times_set_in_memory_equal_the_same_time_read_back() -> None:
     assert format_time(datetime(2024, 1, 1, 12)) == "2024-01-01T12:00:00Z"
     plus_two = timezone(timedelta(hours=2))
     assert format_time(datetime(2024, 1, 1, 12, tzinfo=plus_two)) == "2024-01-01T10:00:00Z"
+
+
+def test_a_zone_at_utc_only_in_winter_is_still_converted_to_utc() -> None:
+    """A stored `...Z` time is kept as parsed; a zone whose offset is 0 only part of the year
+    is not UTC: arithmetic across its clock change would run on its wall time."""
+    winter = datetime(2024, 1, 1, 12, tzinfo=ZoneInfo("Europe/London"))
+    status = JobStatus(start_time=winter)
+    assert status.start_time is not None and status.start_time.utcoffset() == timedelta(0)
+    summer = status.start_time + timedelta(days=182)
+    assert summer.utcoffset() == timedelta(0)  # UTC, not London's summer time
+    parsed = JobStatus.model_validate({"startTime": "2024-01-01T12:00:00Z"}).start_time
+    assert parsed == winter and format_time(parsed) == "2024-01-01T12:00:00Z"
 
 
 def test_assignment_is_validated() -> None:

@@ -250,6 +250,7 @@ async def test_the_hold_is_bounded_from_the_first_held_change_not_the_last_write
     after = await controller.reconcile(KEY)
     assert api.status_writes == 0
     assert after is not None and after == pytest.approx(STATUS_COALESCE_SECONDS / 2)
+    assert controller.spare_waiters.due(KEY) is None  # a start's hold is its own timer's
     clock[0] += STATUS_COALESCE_SECONDS / 2
     catch_up(controller, api)
     await controller.reconcile(KEY)
@@ -329,7 +330,10 @@ async def test_counters_wait_while_the_client_is_saturated_and_are_written_once_
     assert waiters.fire() == []  # still saturated
     clock[0] += 4.0
     api.backlog_seconds = 0.0
+    queue = controller.watch.queue
+    assert queue is not None and len(queue) == 0
     assert waiters.fire() == [KEY]  # the client has requests to spare: queued again
+    assert len(queue) == 1
     catch_up(controller, api)
     await controller.reconcile(KEY)
     assert api.status_writes == 1

@@ -65,6 +65,18 @@ async def test_a_drain_queues_as_many_as_the_client_can_send_earliest_bound_firs
     assert waiters.fire() == ["late"]
 
 
+async def test_keys_past_their_bound_take_the_spare_requests_first() -> None:
+    client, clock, queued = Client(), [100.0], []
+    waiters = _waiters(client, clock, queued)
+    client.backlog_seconds = 0.5
+    waiters.wait("bound", 1.0)
+    waiters.wait("other", 30.0)
+    clock[0] += 1.0
+    client.backlog_seconds, client.spare_requests = 0.0, 1
+    assert waiters.fire() == ["bound"]  # the one request to spare is its
+    assert waiters.due("other") is not None
+
+
 async def test_the_client_is_asked_once_a_second_at_most_however_many_wait() -> None:
     client, clock, queued = Client(), [100.0], []
     waiters = _waiters(client, clock, queued)
@@ -92,6 +104,26 @@ async def test_a_dropped_key_is_never_queued_and_the_timer_stops() -> None:
     waiters.drop("c")
     assert waiters.next_look is None
     waiters.drop("never-waited")  # harmless
+
+
+async def test_a_look_taken_early_leaves_no_second_timer_behind() -> None:
+    """On the event loop's own clock: once every key is dropped, nothing looks again."""
+    client, queued = Client(), []
+    looks = []
+
+    def backlog() -> float:
+        looks.append(1)
+        return client.backlog_seconds
+
+    waiters = SpareWaiters(backlog=backlog, spare=client.spare, requeue=queued.append, recheck=0.02)
+    client.backlog_seconds = 0.02
+    waiters.wait("a", 30.0)  # armed for 0.02 s from now
+    waiters.fire()  # looked at early (still busy): armed again
+    waiters.drop("a")
+    assert waiters.next_look is None
+    counted = len(looks)
+    await asyncio.sleep(0.1)
+    assert len(looks) == counted and queued == []
 
 
 async def test_the_timer_queues_the_keys_by_itself() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Generic, Self, TypeVar, get_args, get_origin
 
@@ -28,7 +28,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
-from pydantic_core import CoreSchema
+from pydantic_core import CoreSchema, TzInfo
 from typing_extensions import override
 
 from jobcontroller.api.podschema import QUANTITY_PATTERN, load_pod_template_schema
@@ -98,12 +98,15 @@ class KubeModel(BaseModel):
 
 
 _ZERO = timedelta(0)
+#: Zones whose offset never changes (pydantic's parsed `Z`, datetime.UTC): one at offset 0 now
+#: is UTC at every instant, unlike a ZoneInfo that is at 0 only in winter.
+_FIXED = (timezone, TzInfo)
 
 
 def _to_utc_seconds(value: datetime) -> datetime:
     # metav1.Time has second precision; truncating on the way in keeps a status computed in
     # memory equal to the same status read back from the apiserver (no spurious updates).
-    if not value.microsecond and value.utcoffset() == _ZERO:
+    if not value.microsecond and type(value.tzinfo) in _FIXED and value.utcoffset() == _ZERO:
         # Already whole seconds in UTC, as every stored time parses (`...Z`): kept as it is,
         # a third of the conversion's cost, on each time of each job parsed each pass.
         return value

@@ -339,6 +339,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             requeue=queue.add,
             recheck=BACKLOG_RECHECK_SECONDS,
         )
+        self.states.also_forget.append(self.spare_waiters.drop)  # a deleted job waits no more
         self._setup_progress(manager)
         elector = manager.elector
         # Without leader election the one replica leads.

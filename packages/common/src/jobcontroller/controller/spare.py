@@ -4,11 +4,16 @@ While the client's rate limiter has no request to spare, the writes that only in
 (``StatusWriter.wait``, ``Executor.hold_patches``). Each such job used to be planned again on
 its own timer, once a second, to see whether the queue ahead had drained: in a burst of 50
 MPIJobs at QPS 20, a sixth of all passes were those looks, each a whole plan that found the
-client still busy. :class:`SpareWaiters` looks once for all of them: one timer, at most once a
-second while any job waits, that asks the client and queues as many waiting jobs as it has
-requests to spare (the longest-waiting first), and any job whose hold reached its bound. A job
-that no longer waits (its write went out with a pass an event brought) is dropped and not
-queued for nothing.
+client still busy. :class:`SpareWaiters` looks once for all of them: one timer, which asks the
+client once the queue ahead should have drained and no sooner than ``recheck`` (or at a bound
+that comes first), and queues the jobs whose hold reached its bound and as many others as the
+client has requests to spare, the earliest bound first. A job that no longer waits (its write
+went out with a pass an event brought, or it was deleted) is dropped and not queued for
+nothing.
+
+One per controller: in the all-in-one, each kind's waiters read the same client, so a drain
+may queue up to that many jobs of each kind; a pass that finds the client busy again holds
+its job again.
 """
 
 from __future__ import annotations
@@ -71,15 +76,16 @@ class SpareWaiters:
 
     def fire(self) -> list[str]:
         """Look at the client now: queue the keys due, and as many others as it has requests
-        to spare (at least one once it has any), earliest bound first. Returns those queued."""
-        self._timer = None
+        to spare (one if none was due, once it has room), earliest bound first. Returns those
+        queued."""
+        self._disarm()  # called early (a test, a caller), the armed look is this one
         now = self._clock()
         woken = [key for key, due in self._due.items() if due <= now]
         if self._backlog() <= 0:
             rest = sorted(
                 (key for key, due in self._due.items() if due > now), key=self._due.__getitem__
             )
-            woken += rest[: max(1, self._spare() - len(woken))]
+            woken += rest[: max(0 if woken else 1, self._spare() - len(woken))]
         for key in woken:
             del self._due[key]
             self._requeue(key)

@@ -54,8 +54,8 @@ STATUS_COALESCE_SECONDS = 5.0
 
 #: While the operator's client has no request to spare (its rate limiter would make a request
 #: sent now wait: a burst of jobs at --kube-api-qps), writes that only inform wait for it, for
-#: at most STATUS_BACKLOG_HOLD_SECONDS in a row, looked at again once the queue ahead has
-#: drained but never sooner than BACKLOG_RECHECK_SECONDS: replica counters, and a child's
+#: at most STATUS_BACKLOG_HOLD_SECONDS in a row, looked at again together once the client has
+#: requests to spare (controller/spare.py, SpareWaiters): replica counters, and a child's
 #: patch declared able to wait (``Child.patch_can_wait``). The budget goes to the objects that
 #: start jobs. A status whose only other news is the Running condition waits too, with its
 #: Event (emitted by the pass that writes it), but RUNNING_BACKLOG_HOLD_SECONDS at most: a job
