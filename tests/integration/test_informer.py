@@ -132,6 +132,41 @@ async def test_store_follows_creates_updates_and_deletes(kube: KubeApi, namespac
     assert gauge == 5
 
 
+async def test_the_initial_state_is_streamed_on_one_watch_without_a_list(
+    kubeconfig: str, kube: KubeApi, namespace: str
+) -> None:
+    """The server streams the initial state (sendInitialEvents, KEP-3157): one WATCH request
+    and no LIST, and the same stream goes on with the changes."""
+    for i in range(3):
+        await kube.create(CONFIGMAPS, cm(f"s{i}"), namespace=namespace)
+    metrics = Metrics()
+    api = await KubeApi.from_config(kubeconfig=kubeconfig, qps=500, burst=500, metrics=metrics)
+    informer = Informer(
+        api, CONFIGMAPS, namespace=namespace, label_selector="informer-test=yes", metrics=metrics
+    )
+    calls = Calls(informer)
+    try:
+        task = await running(informer)
+        try:
+            assert set(store_state(informer)) == {f"{namespace}/s{i}" for i in range(3)}
+            await kube.merge_patch(CONFIGMAPS, "s1", {"data": {"v": "1"}}, namespace=namespace)
+            await until(lambda: calls.counts[("update", "s1")] == 1, what="the update of s1")
+            await in_step(informer, kube, namespace, "informer-test=yes")
+        finally:
+            await stopped(informer, task)
+    finally:
+        await api.close()
+
+    def requests(verb: str) -> float:
+        labels = {"verb": verb, "resource": "configmaps", "code": "200"}
+        return metrics.registry.get_sample_value("jobcontroller_api_requests_total", labels) or 0
+
+    assert (requests("GET"), requests("WATCH")) == (0, 1)  # GET: a LIST
+    assert [calls.counts[("add", f"s{i}")] for i in range(3)] == [1, 1, 1]
+    stats = informer.statistics()
+    assert (stats.lists, stats.watches, stats.events) == (1, 1, 1)
+
+
 async def test_store_survives_an_apiserver_restart(
     own_plane: ControlPlane, own_api: tuple[KubeApi, str]
 ) -> None:

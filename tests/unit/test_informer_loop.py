@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import vtime
 
-from jobcontroller.runtime.informer import Informer
+from jobcontroller.runtime.informer import Informer, InformerSettings
 from jobcontroller.runtime.kube import PODS, ApiError, WatchInactive
 from jobcontroller.runtime.metrics import Metrics
 from jobcontroller.runtime.projection import project_pod
@@ -32,6 +32,11 @@ def ev(kind: str, obj: dict[str, Any]) -> dict[str, Any]:
 
 def bookmark(rv: str) -> dict[str, Any]:
     return {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": rv}}}
+
+
+LISTING = InformerSettings(watch_list=False)
+"""Informers on a :class:`ScriptedApi` read their initial state with LISTs (the path for servers
+that cannot stream one); test_informer_watch_list.py covers the streamed lists."""
 
 
 class ScriptedApi:
@@ -111,6 +116,7 @@ def run_until_idle(
 
 def make(api: ScriptedApi, **kwargs: Any) -> tuple[Informer, Recorder, Metrics]:
     metrics = Metrics()
+    kwargs.setdefault("settings", LISTING)
     informer = Informer(api, PODS, namespace="ns", metrics=metrics, **kwargs)  # type: ignore[arg-type]
     return informer, Recorder(informer), metrics
 
@@ -323,7 +329,7 @@ def test_async_handlers_are_awaited_in_order() -> None:
     api = ScriptedApi()
     api.lists = [([cm("a", "1")], "1")]
     api.watches = [[ev("DELETED", cm("a", "2"))]]
-    informer = Informer(api, PODS, namespace="ns")  # type: ignore[arg-type]
+    informer = Informer(api, PODS, settings=LISTING, namespace="ns")  # type: ignore[arg-type]
     seen: list[str] = []
 
     async def on_add(obj: dict[str, Any]) -> None:
@@ -428,7 +434,7 @@ def test_transform_applies_before_store_and_handlers() -> None:
     pod = cm("p", "1", spec={"containers": [container], "volumes": [{"name": "v"}]})
     pod["metadata"]["managedFields"] = [{"manager": "kubectl"}]
     api.lists = [([pod], "1")]
-    informer = Informer(api, PODS, namespace="ns", transform=project_pod)  # type: ignore[arg-type]
+    informer = Informer(api, PODS, settings=LISTING, namespace="ns", transform=project_pod)  # type: ignore[arg-type]
     handled: list[dict[str, Any]] = []
     informer.add_handlers(on_add=handled.append)
     run_until_idle(api, informer)
@@ -444,7 +450,7 @@ def test_default_transform_drops_managed_fields_only() -> None:
     obj = cm("a", "1", data={"k": "v"})
     obj["metadata"]["managedFields"] = [{"manager": "kubectl"}]
     api.lists = [([obj], "1")]
-    informer = Informer(api, PODS, namespace="ns")  # type: ignore[arg-type]
+    informer = Informer(api, PODS, settings=LISTING, namespace="ns")  # type: ignore[arg-type]
     run_until_idle(api, informer)
     assert informer.store.get("ns", "a") == cm("a", "1", data={"k": "v"})
 
@@ -452,7 +458,7 @@ def test_default_transform_drops_managed_fields_only() -> None:
 def test_handlers_cannot_be_added_after_start() -> None:
     api = ScriptedApi()
     api.lists = [([], "1")]
-    informer = Informer(api, PODS)  # type: ignore[arg-type]
+    informer = Informer(api, PODS, settings=LISTING)  # type: ignore[arg-type]
 
     async def check() -> None:
         with pytest.raises(RuntimeError):
@@ -464,7 +470,7 @@ def test_handlers_cannot_be_added_after_start() -> None:
 def test_cancel_from_outside_propagates() -> None:
     api = ScriptedApi()
     api.lists = [([], "1")]
-    informer = Informer(api, PODS)  # type: ignore[arg-type]
+    informer = Informer(api, PODS, settings=LISTING)  # type: ignore[arg-type]
 
     async def main() -> None:
         task = asyncio.create_task(informer.run())

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import vtime
-from test_informer_loop import ScriptedApi, bookmark, cm, ev, make, run_until_idle
+from test_informer_loop import LISTING, ScriptedApi, bookmark, cm, ev, make, run_until_idle
 
 from jobcontroller.runtime.informer import Informer
 from jobcontroller.runtime.kube import PODS, ApiError, WatchInactive
@@ -145,7 +145,7 @@ def test_a_name_taken_by_a_new_object_during_the_gap_is_a_delete_and_an_add() ->
     api = TimedApi()
     api.lists = [([old], "1"), ([new], "8")]
     api.watches = [[GONE]]
-    informer = Informer(api, PODS, namespace="ns")  # type: ignore[arg-type]
+    informer = Informer(api, PODS, settings=LISTING, namespace="ns")  # type: ignore[arg-type]
     calls: list[tuple[str, str]] = []
     informer.add_handlers(
         on_add=lambda o: calls.append(("add", o["metadata"]["uid"])),

@@ -1,9 +1,16 @@
 """List-then-watch cache of one resource, with client-go reflector semantics.
 
-The loop: LIST, replace the :class:`~jobcontroller.runtime.store.Store`, then WATCH from the
-list's resourceVersion with bookmarks and a random server timeout in [5, 10] minutes, re-watching
-from the last seen resourceVersion (bookmarks included) whenever the stream ends.
+The loop: read the initial state, replace the :class:`~jobcontroller.runtime.store.Store`, then
+WATCH from its resourceVersion with bookmarks and a random server timeout in [5, 10] minutes,
+re-watching from the last seen resourceVersion (bookmarks included) whenever the stream ends.
 
+* **Streamed lists.** The initial state comes on the watch itself (``sendInitialEvents``,
+  KEP-3157, as client-go's ``WatchListClient`` reads it): an ADDED event per object, then a
+  bookmark annotated ``k8s.io/initial-events-end``, at which the store is replaced and the
+  stream goes on with the changes. One request instead of a LIST and a WATCH, and one object
+  decoded at a time. The version asked for is the one a LIST would ask for (below). A server
+  that answers 400 or 422 (older than 1.27, or its ``WatchList`` gate off) is read with LISTs
+  from then on; a stream that ends before its bookmark is started again, its objects dropped.
 * **Which LIST.** Every LIST is read in pages of 500 (``limit`` and ``continue``), each page
   transformed as it is decoded, so memory is bounded by a page, not by the cluster (a
   resourceVersion ``"0"`` list would be served whole: the watch cache ignores ``limit`` for
@@ -76,6 +83,9 @@ UpdateHandler = Callable[[Obj, Obj], Awaitable[None] | None]
 DeleteHandler = Callable[[Obj], Awaitable[None] | None]
 Transform = Callable[[Obj], Obj]
 
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+"""The annotation of the bookmark that ends a streamed list's initial events."""
+
 
 def _uid(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
@@ -144,6 +154,11 @@ class InformerSettings:
     whole (and the projections of the rest), never the whole list's body and items."""
     short_watch: float = 1.0
     """A stream that ends normally this soon without any event counts as a failure."""
+    watch_list: bool = True
+    """Read the initial state as a streaming list (a watch with ``sendInitialEvents``,
+    KEP-3157, client-go's ``WatchListClient``) instead of a LIST: one request instead of two,
+    and one object decoded at a time. A server that refuses it (400 or 422: before Kubernetes
+    1.27, or the ``WatchList`` gate off) is read with paged LISTs from then on."""
 
 
 class Backoff:
@@ -261,6 +276,7 @@ class Informer:
         self._gone_in_a_row = 0
         self._seen_bookmark = False
         self._need_list = True
+        self._stream_list = self._settings.watch_list
         self._synced = asyncio.Event()
         self._started = False
         self._stopping = False
@@ -341,12 +357,16 @@ class Informer:
             self._task.cancel()
 
     async def _cycle(self) -> None:
-        """One LIST (if needed) and one watch stream; failures are logged and waited out."""
+        """The initial state if needed (streamed, or a LIST) and one watch stream; failures
+        are logged and waited out."""
         listing = self._need_list
         try:
-            if self._need_list:
-                await self._list()
-            reason = await self._watch()
+            if listing and self._stream_list:
+                reason = await self._streamed()
+            else:
+                if listing:
+                    await self._list()
+                reason = await self._watch()
         except ApiError as exc:
             if exc.is_gone:
                 self._need_list = True
@@ -407,13 +427,31 @@ class Informer:
 
     # -- list ---------------------------------------------------------------------------------
 
+    async def _streamed(self) -> str:
+        """A watch that streams the initial state. If the server answers it with an error, a
+        LIST and a watch at once, as client-go falls back (a CRD's watch cache still
+        initializing answers 429 for a second, where a LIST is served from etcd); a server
+        that cannot stream a list at all (400, 422) is listed from then on."""
+        try:
+            return await self._watch()
+        except ApiError as exc:
+            if not self._need_list:
+                raise  # the state came; the stream failed later, as any watch may
+            if exc.status in (400, 422):
+                self._stream_list = False
+            elif exc.is_gone or exc.is_too_large_resource_version:
+                self._rv_unavailable = True
+            log.info(
+                "informer.watch_list_failed",
+                resource=self.name,
+                error=str(exc),
+                streams_again=self._stream_list,
+            )
+        await self._list()
+        return await self._watch()
+
     async def _list(self) -> None:
-        if self._rv and not self._rv_unavailable:
-            # Nothing older than what this informer has seen (the watch cache's snapshot, on
-            # servers that page from it; etcd on older ones).
-            rv, match = self._rv, "NotOlderThan"
-        else:
-            rv, match = "", None  # the first list, or ours is gone: a consistent read
+        rv, match = self._start_version()
         limit = self._settings.list_page_size or None
         try:
             items, list_rv = await self._api.list(
@@ -430,8 +468,21 @@ class Informer:
             if exc.is_gone or exc.is_too_large_resource_version:
                 self._rv_unavailable = True
             raise
+        await self._initial_state(items, list_rv, streamed=False)
+
+    def _start_version(self) -> tuple[str, str | None]:
+        """Where an initial state is read from: nothing older than what this informer has
+        seen (the watch cache's snapshot, on servers that page from it; etcd on older ones),
+        or, the first time or when ours is gone, a consistent read."""
+        if self._rv and not self._rv_unavailable:
+            return self._rv, "NotOlderThan"
+        return "", None
+
+    async def _initial_state(self, items: list[Obj], rv: str, *, streamed: bool) -> None:
+        """Replace the store with a LIST's (or a streamed list's) objects, in handlers' eyes
+        the changes since what it held."""
         diff = self.store.replace(items)
-        self._rv = list_rv
+        self._rv = rv
         self._rv_unavailable = False
         self._need_list = False
         self._backoff.reset()
@@ -442,8 +493,9 @@ class Informer:
         log.debug(
             "informer.listed",
             resource=self.name,
-            resource_version=list_rv,
+            resource_version=rv,
             objects=len(items),
+            streamed=streamed,
             added=len(diff.added),
             updated=len(diff.updated),
             deleted=len(diff.deleted),
@@ -477,18 +529,21 @@ class Informer:
         started = self._clock()
         seen = 0
         self._watches += 1
+        # A streamed list: the objects as of then, until the bookmark that ends them.
+        initial: dict[str, Obj] | None = {} if self._need_list and self._stream_list else None
         stream = self._api.watch(
             self.resource,
             namespace=self.namespace,
             label_selector=self._label_selector,
             field_selector=self._field_selector,
-            resource_version=self._rv,
+            resource_version=self._start_version()[0] if initial is not None else self._rv,
             timeout_seconds=timeout,
             inactivity_timeout=(
                 settings.bookmark_inactivity_timeout
                 if self._seen_bookmark
                 else settings.inactivity_timeout
             ),
+            send_initial_events=initial is not None,
         )
         async with contextlib.aclosing(stream):
             async for event in stream:
@@ -497,12 +552,39 @@ class Informer:
                     self._backoff.reset()
                     self._gone_in_a_row = 0
                 seen += 1
-                await self._apply(event)
+                if initial is not None:
+                    if self._collect(event, initial):
+                        rv = resource_version(event.get("object") or {})
+                        await self._initial_state(
+                            list(initial.values()), rv or self._rv, streamed=True
+                        )
+                        initial = None
+                else:
+                    await self._apply(event)
                 if self._stopping:  # stop() called by a handler, which it cannot cancel
                     break
         if seen == 0 and self._clock() - started < settings.short_watch:
             return "short"
         return "closed"
+
+    def _collect(self, event: Obj, initial: dict[str, Obj]) -> bool:
+        """Take one event of a streamed list into ``initial``; True at its end."""
+        kind = event.get("type")
+        obj: Obj = event.get("object") or {}
+        if kind == "BOOKMARK":
+            self._bookmarks += 1
+            self._seen_bookmark = True
+            annotations = (obj.get("metadata") or {}).get("annotations") or {}
+            return annotations.get(INITIAL_EVENTS_END) == "true"
+        if kind == "DELETED":
+            initial.pop(object_key(obj), None)
+        elif kind in ("ADDED", "MODIFIED"):
+            if self._transform is not None:
+                obj = self._transform(obj)
+            initial[object_key(obj)] = obj
+        else:
+            log.warning("informer.unknown_event", resource=self.name, type=kind)
+        return False
 
     async def _apply(self, event: Obj) -> None:
         kind = event.get("type")

@@ -449,8 +449,13 @@ class KubeApi:
         resource_version: str,
         timeout_seconds: int,
         inactivity_timeout: float,
+        send_initial_events: bool = False,
     ) -> AsyncGenerator[Obj, None]:
         """Raw watch events until the server closes the stream.
+
+        ``send_initial_events`` asks for a streaming list (KEP-3157): first an ADDED event for
+        each object as of a version not older than ``resource_version`` (``""``: a consistent
+        read), then a BOOKMARK annotated ``k8s.io/initial-events-end``, then the changes.
 
         Raises :class:`ApiError` for an error response or an ERROR event (410 Gone included),
         :class:`WatchInactive` when no line arrives for ``inactivity_timeout`` seconds.
@@ -463,6 +468,9 @@ class KubeApi:
             "labelSelector": label_selector,
             "fieldSelector": field_selector,
         }
+        if send_initial_events:
+            query["sendInitialEvents"] = True
+            query["resourceVersionMatch"] = "NotOlderThan"
         path = resource.path(namespace=namespace)
         # The API server answers a watch's headers at once; a request left unanswered (a proxy
         # that forwarded it and dropped the answer) would otherwise hold this stream, blind,
