@@ -212,8 +212,9 @@ def restart_wanted() -> bool:
 
 async def _restart(cluster: Cluster) -> Obj:
     """Ours started again once every object exists: its first read (a streamed list, or LISTs)
-    brings all of them at once (the relist at start or after a 410). Time to ready, peak RSS (``VmHWM``) and RSS once RSS has not
-    grown for 20 s (at least 60 s after ready: the old leader's Lease may have to expire)."""
+    brings all of them at once (the relist at start or after a 410). Time to ready, peak RSS
+    (``VmHWM``) and RSS once RSS has not grown for 20 s (at least 60 s after ready: the old
+    leader's Lease may have to expire)."""
     print("    restarting ours on the full cluster ...", flush=True)
     proc = await suite.start_ours(cluster, QPS, BURST, f"--workers={THREADS}")
     try:

@@ -70,7 +70,7 @@ from jobcontroller.runtime.apitypes import (
     SERVICES,
     Resource,
 )
-from jobcontroller.runtime.kube import KubeApi
+from jobcontroller.runtime.kube import ApiError, KubeApi
 from jobcontroller.testing.controlplane import ControlPlane
 from jobcontroller.testing.operator import install_crds
 from jobcontroller.testing.pods import simulate
@@ -818,7 +818,22 @@ async def warm_apiserver(kube: KubeApi, crds: list[Path]) -> None:
             served = [v["name"] for v in spec.get("versions", []) if v.get("served")]
             names = spec.get("names") or {}
             core += [Resource(spec["group"], v, names["kind"], names["plural"]) for v in served]
-    await asyncio.gather(*(kube.list(r, resource_version="0", limit=1) for r in core))
+    await asyncio.gather(*(_cache_ready(kube, r) for r in core))
+
+
+async def _cache_ready(kube: KubeApi, res: Resource) -> None:
+    """A LIST from the watch cache (resourceVersion "0", no limit: with one, or a selector, a
+    cache not ready yet passes the LIST to etcd), which a starting cache answers with 429
+    "storage is (re)initializing" until it is ready."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            await kube.list(res, resource_version="0")
+            return
+        except ApiError as exc:
+            if exc.status != 429 or time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
 
 
 async def scenario_idle(base: Path, idle: float = 10.0) -> list[Outcome]:

@@ -83,7 +83,7 @@ def test_nothing_is_stored_or_announced_before_the_bookmark_that_ends_the_initia
 
 
 def test_a_server_that_cannot_stream_a_list_is_listed_from_then_on() -> None:
-    api = ScriptedApi()
+    api = TimedApi()
     refused = ApiError(
         status=422, reason="Invalid", message="sendInitialEvents is forbidden for watch"
     )
@@ -101,6 +101,7 @@ def test_a_server_that_cannot_stream_a_list_is_listed_from_then_on() -> None:
         "informer_watch_restarts_total", {"resource": "pods", "reason": "error"}
     )
     assert restarted is None
+    assert api.times[1] == ("list", 0.0)
 
 
 def test_after_410_the_state_is_streamed_again_from_what_was_seen_or_else_listed() -> None:
@@ -151,3 +152,64 @@ def test_a_cache_still_initializing_is_read_by_a_list_at_once_and_streamed_next_
     assert [kind for kind, _ in api.times] == ["watch", "list", "watch", "watch", "watch"]
     assert max(t for _, t in api.times) < 0.5  # no Retry-After waited, no backoff
     assert [c["send_initial_events"] for c in api.watch_calls] == [True, False, True, False]
+
+
+def test_a_server_error_amid_the_initial_events_gets_a_list_at_once() -> None:
+    api = TimedApi()
+    broken = ApiError(status=500, reason="InternalError", message="etcd is unhappy")
+    api.watches = [[ev("ADDED", cm("a", "10")), broken], [ev("MODIFIED", cm("a", "12"))]]
+    api.lists = [([cm("a", "11")], "11")]
+    informer, rec, _ = make(api, settings=STREAMING)
+    run_until_idle(api, informer)
+
+    assert rec.calls == [("add", "a"), ("update", "a", "11", "12")]
+    assert [kind for kind, _ in api.times] == ["watch", "list", "watch", "watch"]
+    assert api.times[1][1] == 0.0
+
+
+def test_a_forbidden_stream_is_an_ordinary_failure_backed_off_and_streamed_again() -> None:
+    api = TimedApi()
+    forbidden = ApiError(status=403, reason="Forbidden", message="cannot watch pods")
+    api.watches = [[forbidden], [ev("ADDED", cm("a", "10")), end_of_initial_events("11")]]
+    informer, rec, _ = make(api, settings=STREAMING)
+    run_until_idle(api, informer)
+
+    assert rec.calls == [("add", "a")]
+    assert api.list_calls == []  # a LIST would be forbidden as well: no second request for it
+    assert [c["send_initial_events"] for c in api.watch_calls] == [True, True, False]
+    assert api.times[1][1] >= 0.4  # after the backoff (0.8 s, jittered)
+
+
+def test_a_stream_that_ends_before_its_state_is_in_twice_in_a_row_is_listed_instead() -> None:
+    api = TimedApi()
+    api.watches = [
+        [ev("ADDED", cm("a", "10")), END],  # e.g. a watcher the server closed for lagging
+        [ev("ADDED", cm("a", "10")), ev("ADDED", cm("b", "11")), END],
+        [ev("MODIFIED", cm("b", "13"))],  # the watch after the LIST
+    ]
+    api.lists = [([cm("a", "10"), cm("b", "12")], "12")]
+    informer, rec, metrics = make(api, settings=STREAMING)
+    run_until_idle(api, informer)
+
+    assert rec.calls == [("add", "a"), ("add", "b"), ("update", "b", "12", "13")]
+    assert [kind for kind, _ in api.times] == ["watch", "watch", "list", "watch", "watch"]
+    # An end before the bookmark backs off: never a hot loop of whole-state streams.
+    first, second = (t for _, t in api.times[:2])
+    assert second - first >= 0.4
+    incomplete = metrics.registry.get_sample_value(
+        "informer_watch_restarts_total", {"resource": "pods", "reason": "incomplete"}
+    )
+    assert incomplete == 2
+
+
+def test_an_end_bookmark_without_a_version_does_not_count_as_the_state() -> None:
+    api = TimedApi()
+    api.watches = [
+        [ev("ADDED", cm("a", "10")), end_of_initial_events("")],
+        [ev("ADDED", cm("a", "10")), end_of_initial_events("11")],
+    ]
+    informer, rec, _ = make(api, settings=STREAMING)
+    run_until_idle(api, informer)
+
+    assert rec.calls == [("add", "a")]  # once, from the second stream
+    assert [c["resource_version"] for c in api.watch_calls] == ["", "", "11"]

@@ -10,7 +10,9 @@ re-watching from the last seen resourceVersion (bookmarks included) whenever the
   stream goes on with the changes. One request instead of a LIST and a WATCH, and one object
   decoded at a time. The version asked for is the one a LIST would ask for (below). A server
   that answers 400 or 422 (older than 1.27, or its ``WatchList`` gate off) is read with LISTs
-  from then on; a stream that ends before its bookmark is started again, its objects dropped.
+  from then on; a watch cache still starting (429), a version gone (410) or a server error
+  gets a LIST at once; a stream that ends before its bookmark is started again after a
+  backoff, its objects dropped, and listed after a second such end (``Informer._streamed``).
 * **Which LIST.** Every LIST is read in pages of 500 (``limit`` and ``continue``), each page
   transformed as it is decoded, so memory is bounded by a page, not by the cluster (a
   resourceVersion ``"0"`` list would be served whole: the watch cache ignores ``limit`` for
@@ -85,6 +87,15 @@ Transform = Callable[[Obj], Obj]
 
 INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 """The annotation of the bookmark that ends a streamed list's initial events."""
+
+
+def _falls_back(exc: ApiError) -> bool:
+    """Whether a streamed list's error is one a LIST can get past (see Informer._streamed)."""
+    if exc.status in (400, 422) or exc.status >= 500:
+        return True
+    if exc.is_gone or exc.is_too_large_resource_version:
+        return True
+    return exc.status == 429 and "initializing" in exc.message
 
 
 def _uid(obj: Obj) -> str:
@@ -220,7 +231,7 @@ class InformerStatistics:
     resource_version: str
     synced: bool
     lists: int
-    """Successful LISTs, the initial one included."""
+    """Initial states read (a streamed list or a LIST), the first one included."""
     watches: int
     """Watch streams opened."""
     watch_restarts: int
@@ -277,6 +288,7 @@ class Informer:
         self._seen_bookmark = False
         self._need_list = True
         self._stream_list = self._settings.watch_list
+        self._incomplete = 0  # streamed lists in a row that ended before their state was in
         self._synced = asyncio.Event()
         self._started = False
         self._stopping = False
@@ -305,7 +317,7 @@ class Informer:
 
     @property
     def has_synced(self) -> bool:
-        """True once the first LIST is in the store and its handlers have run."""
+        """True once the first initial state is in the store and its handlers have run."""
         return self._synced.is_set()
 
     async def wait_synced(self) -> None:
@@ -395,7 +407,7 @@ class Informer:
             await self._failed("error", exc)
             return
         self._restart(reason)
-        if reason == "short":
+        if reason in ("short", "incomplete"):
             await asyncio.sleep(self._backoff.next_delay())
 
     def _restart(self, reason: str) -> None:
@@ -428,15 +440,26 @@ class Informer:
     # -- list ---------------------------------------------------------------------------------
 
     async def _streamed(self) -> str:
-        """A watch that streams the initial state. If the server answers it with an error, a
-        LIST and a watch at once, as client-go falls back (a CRD's watch cache still
-        initializing answers 429 for a second, where a LIST is served from etcd); a server
-        that cannot stream a list at all (400, 422) is listed from then on."""
+        """A watch that streams the initial state, else a LIST and a watch at once, as client-go
+        falls back, when the server answers it with:
+
+        * 429 "storage is (re)initializing": the resource's watch cache is starting (a CRD's
+          first request on a fresh API server), which a LIST without selectors is served
+          past (from etcd);
+        * 410 Gone or "too large resource version": ours cannot be served (a consistent LIST);
+        * 5xx, or an ERROR event before the state is all in;
+        * 400 or 422: the server cannot stream a list (older than 1.27, or its ``WatchList``
+          gate off); this informer lists from then on.
+
+        Anything else (401, 403, 404, other 429s) is an ordinary failure, backed off and
+        streamed again. A stream that ends twice in a row before its state is all in (a
+        watcher the server closed for falling behind, a proxy that caps connections) is
+        listed the next time."""
         try:
-            return await self._watch()
+            reason = await self._watch()
         except ApiError as exc:
-            if not self._need_list:
-                raise  # the state came; the stream failed later, as any watch may
+            if not self._need_list or not _falls_back(exc):
+                raise  # after the state came, as any watch may fail; or an ordinary failure
             if exc.status in (400, 422):
                 self._stream_list = False
             elif exc.is_gone or exc.is_too_large_resource_version:
@@ -447,6 +470,17 @@ class Informer:
                 error=str(exc),
                 streams_again=self._stream_list,
             )
+            await self._list()
+            return await self._watch()
+        if reason != "incomplete":
+            self._incomplete = 0
+            return reason
+        self._incomplete += 1
+        log.info("informer.watch_list_incomplete", resource=self.name, times=self._incomplete)
+        if self._incomplete < 2:
+            return reason
+        self._incomplete = 0
+        self._restart(reason)
         await self._list()
         return await self._watch()
 
@@ -547,22 +581,28 @@ class Informer:
         )
         async with contextlib.aclosing(stream):
             async for event in stream:
-                if not seen:
-                    # The stream works: whatever failed before is over.
+                if not seen and initial is None:
+                    # The stream works: whatever failed before is over (a streamed list's
+                    # state counts once it is all in: _initial_state).
                     self._backoff.reset()
                     self._gone_in_a_row = 0
                 seen += 1
                 if initial is not None:
                     if self._collect(event, initial):
                         rv = resource_version(event.get("object") or {})
-                        await self._initial_state(
-                            list(initial.values()), rv or self._rv, streamed=True
-                        )
-                        initial = None
+                        if not rv:
+                            # Nowhere to watch on from: the state would miss what follows.
+                            return "incomplete"
+                        items = list(initial.values())
+                        initial = None  # only the items stay alive while handlers run
+                        await self._initial_state(items, rv, streamed=True)
+                        del items
                 else:
                     await self._apply(event)
                 if self._stopping:  # stop() called by a handler, which it cannot cancel
                     break
+        if initial is not None and not self._stopping:
+            return "incomplete"  # ended before its state was all in
         if seen == 0 and self._clock() - started < settings.short_watch:
             return "short"
         return "closed"
