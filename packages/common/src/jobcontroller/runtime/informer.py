@@ -519,6 +519,7 @@ class Informer:
         self._rv = rv
         self._rv_unavailable = False
         self._need_list = False
+        self._incomplete = 0
         self._backoff.reset()
         self._lists += 1
         if self._metrics is not None:
