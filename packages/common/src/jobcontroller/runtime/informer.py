@@ -470,18 +470,16 @@ class Informer:
                 error=str(exc),
                 streams_again=self._stream_list,
             )
-            await self._list()
-            return await self._watch()
-        if reason != "incomplete":
-            self._incomplete = 0
-            return reason
-        self._incomplete += 1
-        log.info("informer.watch_list_incomplete", resource=self.name, times=self._incomplete)
-        if self._incomplete < 2:
-            return reason
-        self._incomplete = 0
-        self._restart(reason)
-        await self._list()
+        else:
+            if reason != "incomplete":
+                self._incomplete = 0
+                return reason
+            self._incomplete += 1
+            log.info("informer.watch_list_incomplete", resource=self.name, times=self._incomplete)
+            if self._incomplete < 2:
+                return reason
+            self._restart(reason)
+        await self._list()  # resets the count of early ends (_initial_state)
         return await self._watch()
 
     async def _list(self) -> None:
