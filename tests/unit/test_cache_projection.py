@@ -33,6 +33,7 @@ from jobcontroller.runtime.projection import (
     Projected,
     SharedObjectWrite,
     guarded,
+    pod_shape,
     project,
     project_pod,
     project_service,
@@ -59,14 +60,20 @@ CONTROLLERS: dict[str, type[Reconciler[Any]]] = {
     "JAXJob": JAXJobController,
 }
 START = dt.datetime(2024, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
-SHAPES = {POD: POD_SHAPE, SERVICE: SERVICE_SHAPE}
+
+
+def _shape(kind: str, obj: dict[str, Any]) -> Any:
+    """The shape the caches keep of ``obj`` (None for a kind kept whole)."""
+    if kind == POD:
+        return pod_shape(obj)
+    return SERVICE_SHAPE if kind == SERVICE else None
 
 
 def _unread_shape(kind: str, obj: dict[str, Any]) -> dict[str, Any] | None:
     """The cache's shape of ``obj`` (the whole object for a kind kept whole) less the fields
     whose change alone wakes no job (controller/watch.py's UNREAD_ON_UPDATE)."""
     unread = UNREAD_ON_UPDATE.get(kind, ())
-    base = SHAPES.get(kind)
+    base = _shape(kind, obj)
     if base is None and not unread:
         return None
     shape: dict[str, Any] = dict(base) if base is not None else dict.fromkeys(obj)
@@ -129,7 +136,7 @@ class ApiServer:
             if cached == "unread":
                 unread = _unread_shape(kind, obj)
                 return obj if unread is None else guarded(obj, unread)
-            shape = SHAPES.get(kind)
+            shape = _shape(kind, obj)
             if not cached or not shape:
                 return obj
             return guarded(obj, shape) if cached == "guarded" else project(obj, shape)
@@ -239,6 +246,50 @@ def _running(pod: dict[str, Any], minute: int, **container: Any) -> None:
     }
 
 
+def _pending(pod: dict[str, Any], minute: int, *, pulling: bool) -> None:
+    """Pending: unschedulable (its conditions say why), or scheduled with its image not
+    pulled (its container's status says why)."""
+    scheduled = {"type": "PodScheduled", "status": "True", "lastTransitionTime": _stamp(minute)}
+    pod["status"] = {"phase": "Pending", "qosClass": "BestEffort"}
+    if not pulling:
+        pod["status"]["conditions"] = [
+            {
+                **scheduled,
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3 nodes are available: 3 Insufficient cpu.",
+                "lastProbeTime": None,
+            }
+        ]
+        return
+    pod["spec"]["nodeName"] = "node-1"
+    waiting = {"reason": "ErrImagePull", "message": "pull access denied"}
+    pod["status"].update(
+        startTime=_stamp(minute),
+        conditions=[
+            scheduled,
+            {
+                "type": "Ready",
+                "status": "False",
+                "reason": "ContainersNotReady",
+                "message": "containers with unready status: [c]",
+                "lastTransitionTime": _stamp(minute),
+            },
+        ],
+        containerStatuses=[
+            {
+                "name": c["name"],
+                "ready": False,
+                "restartCount": 0,
+                "image": c.get("image", ""),
+                "state": {"waiting": waiting},
+                "lastState": {},
+            }
+            for c in pod["spec"]["containers"]
+        ],
+    )
+
+
 def _ended(pod: dict[str, Any], minute: int, code: int, *, phase: str | None = None) -> None:
     _running(pod, minute)
     terminated = {"exitCode": code, "reason": "Error" if code else "Completed"}
@@ -276,6 +327,12 @@ def test_plans_from_cached_pods_and_services_match_plans_from_whole_ones(
         server.step()
     pods = server.pods()
     assert pods, "the example created no pods"
+    for i, pod in enumerate(pods):
+        _pending(pod, server.minute, pulling=i % 2 == 1)
+    pending = server.step()
+    if job["kind"] != "MPIJob":  # mpi-operator reports no abnormal pods
+        assert any(e.reason == "Unschedulable" for e in pending.events), pending.events
+        assert any(e.reason == "ErrImagePull" for e in pending.events), pending.events
     for pod in pods:
         _running(pod, server.minute)
     server.step()
@@ -402,6 +459,40 @@ def test_equal_parts_of_cached_objects_are_held_once() -> None:
     assert a["metadata"] is not b["metadata"] and a["metadata"]["uid"] == "a-uid"
     other = project_pod(_pod("c", "job-2"))
     assert other["metadata"]["ownerReferences"] != a["metadata"]["ownerReferences"]
+
+
+def test_running_pods_started_at_different_times_share_one_status() -> None:
+    """A started pod's cached status holds nothing of its own (no start times, no condition
+    stamps, no run before a restart), so the pods in the same state hold one status however
+    their starts spread; a Pending pod keeps its conditions whole for the warnings."""
+    pods = []
+    for minute in (0, 7):
+        pod = _pod(f"p{minute}", "job-1")
+        _running(pod, minute)
+        pod["status"]["initContainerStatuses"] = [
+            {
+                "name": "init",
+                "ready": True,
+                "restartCount": 0,
+                "state": {
+                    "terminated": {
+                        "exitCode": 0,
+                        "reason": "Completed",
+                        "startedAt": _stamp(minute),
+                        "finishedAt": _stamp(minute),
+                        "containerID": f"containerd://{minute}",
+                    }
+                },
+            }
+        ]
+        pods.append(project_pod(pod))
+    a, b = pods
+    assert a["status"] is b["status"]
+    assert a["status"]["conditions"] == [{"type": "Ready", "status": "True"}]
+    assert a["status"]["containerStatuses"][0]["state"] == {"running": {}}
+    pending = _pod("q", "job-1")
+    _pending(pending, 3, pulling=False)
+    assert project_pod(pending)["status"]["conditions"][0]["reason"] == "Unschedulable"
 
 
 def test_parts_equal_only_by_value_across_types_are_not_shared() -> None:

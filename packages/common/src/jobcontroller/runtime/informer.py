@@ -47,9 +47,9 @@ may be a coroutine function; it is awaited, which holds back the next event.
 often the largest part of a small object) and keeps everything else. Pods and services are
 projected on arrival to the fields job controllers read (:mod:`jobcontroller.runtime.projection`:
 :func:`~jobcontroller.runtime.projection.project_pod` keeps metadata, container names, the node
-and the status minus images). :func:`compact_node` keeps of a Node only its name and Ready
-condition (status and transition time). Objects in the store are shared: treat them as
-read-only.
+and the status minus images, IPs and, once a container has a status, the pod's own stamps).
+:func:`compact_node` keeps of a Node only its name and Ready condition (status and transition
+time). Objects in the store are shared: treat them as read-only.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from typing_extensions import override
 
 __all__ = [
     "POD_SHAPE",
+    "POD_SHAPE_STARTED",
     "SERVICE_SHAPE",
     "DroppedFieldRead",
     "Projected",
@@ -38,6 +39,7 @@ __all__ = [
     "SharedObjectWrite",
     "guarded",
     "intern_strings",
+    "pod_shape",
     "project",
     "project_pod",
     "project_service",
@@ -75,33 +77,63 @@ _META: Final[Shape] = {
     "finalizers": None,
 }
 
+#: A container's state as the controllers read it: an exit code, its reason and message, when
+#: it finished, why it waits. A running container's ``startedAt`` and a terminated one's
+#: ``startedAt`` and ``containerID`` go: they are the pod's own, so a status holding them could
+#: not be shared with its job's other pods.
+_STATE: Final[Shape] = {
+    "running": {},
+    "waiting": {"reason": None, "message": None},
+    "terminated": {
+        "exitCode": None,
+        "signal": None,
+        "reason": None,
+        "message": None,
+        "finishedAt": None,
+    },
+}
+
+#: ``lastState`` (the run before a restart) goes: the restart rules read ``restartCount``.
 _CONTAINER_STATUS: Final[Shape] = {
     "name": None,
-    "state": None,
-    "lastState": None,
+    "state": _STATE,
     "ready": None,
     "started": None,
     "restartCount": None,
 }
 
+#: An init container's: read only for the warnings about a pod whose containers have no
+#: status yet, so no ``finishedAt`` either (only the training container's end is compared).
+_INIT_CONTAINER_STATUS: Final[Shape] = {
+    **_CONTAINER_STATUS,
+    "state": {
+        **_STATE,
+        "terminated": {"exitCode": None, "signal": None, "reason": None, "message": None},
+    },
+}
+
+_SPEC: Final[Shape] = {
+    "containers": [{"name": None}],
+    "initContainers": [{"name": None}],
+    "nodeName": None,
+    "schedulerName": None,
+    "restartPolicy": None,
+}
+
 #: A pod as job controllers read it: container names (the framework's default container, an
-#: MPI launcher's first one), the node (NodeLost), and the status minus images and IPs.
+#: MPI launcher's first one), the node (NodeLost), and the status minus images, IPs and the
+#: pod's own timestamps. This is the shape of a pod none of whose containers has a status yet
+#: (Pending): its newest condition, reason and message included, is what a warning about a
+#: pod that cannot be scheduled reports (``core.replicas.abnormal_pod_events``).
 POD_SHAPE: Final[Shape] = {
     "apiVersion": None,
     "kind": None,
     "metadata": _META,
-    "spec": {
-        "containers": [{"name": None}],
-        "initContainers": [{"name": None}],
-        "nodeName": None,
-        "schedulerName": None,
-        "restartPolicy": None,
-    },
+    "spec": _SPEC,
     "status": {
         "phase": None,
         "reason": None,
         "message": None,
-        "startTime": None,
         "conditions": [
             {
                 "type": None,
@@ -112,9 +144,34 @@ POD_SHAPE: Final[Shape] = {
             }
         ],
         "containerStatuses": [_CONTAINER_STATUS],
-        "initContainerStatuses": [_CONTAINER_STATUS],
+        "initContainerStatuses": [_INIT_CONTAINER_STATUS],
     },
 }
+
+#: A pod once a container has a status (nearly every pod a cache holds): its conditions are read
+#: only for Ready (``core.replicas.is_pod_ready``), so each keeps its type and status, and a
+#: Running pod's status holds nothing of its own: one status is shared by the pods in the
+#: same state, however far apart they started (3.9 KB a pod to 1.3 KB in
+#: ``bench/bench_cache_object.py --per-second 1``).
+POD_SHAPE_STARTED: Final[Shape] = {
+    **POD_SHAPE,
+    "status": {
+        **POD_SHAPE["status"],
+        "conditions": [{"type": None, "status": None}],
+    },
+}
+
+
+def pod_shape(pod: Mapping[str, Any]) -> Shape:
+    """The shape a cache keeps of ``pod``: :data:`POD_SHAPE_STARTED` once any of its
+    containers has a status, :data:`POD_SHAPE` before."""
+    status = pod.get("status")
+    if isinstance(status, dict) and (
+        status.get("containerStatuses") or status.get("initContainerStatuses")
+    ):
+        return POD_SHAPE_STARTED
+    return POD_SHAPE
+
 
 #: A Service: the fields an MPIJob's job-wide Service keeps in line (selector,
 #: publishNotReadyAddresses) and its headless-ness; ports, IP families and status go.
@@ -433,8 +490,8 @@ def shared_parts() -> int:
 
 
 def project_pod(obj: dict[str, Any]) -> dict[str, Any]:
-    """:func:`project` with :data:`POD_SHAPE` (an informer's ``transform``)."""
-    return project(obj, POD_SHAPE)
+    """:func:`project` with :func:`pod_shape` (an informer's ``transform``)."""
+    return project(obj, pod_shape(obj))
 
 
 def project_service(obj: dict[str, Any]) -> dict[str, Any]:
