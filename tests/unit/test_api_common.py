@@ -134,6 +134,9 @@ def test_times_set_in_memory_equal_the_same_time_read_back() -> None:
     assert format_time(datetime(2024, 1, 1, 12)) == "2024-01-01T12:00:00Z"
     plus_two = timezone(timedelta(hours=2))
     assert format_time(datetime(2024, 1, 1, 12, tzinfo=plus_two)) == "2024-01-01T10:00:00Z"
+    # Whole seconds, four-digit years, as Go's time.RFC3339 writes them.
+    assert format_time(datetime(2024, 1, 1, 12, 0, 0, 999999, tzinfo=UTC)) == "2024-01-01T12:00:00Z"
+    assert format_time(datetime(1, 1, 1, tzinfo=UTC)) == "0001-01-01T00:00:00Z"
 
 
 def test_a_zone_at_utc_only_in_winter_is_still_converted_to_utc() -> None:
