@@ -206,7 +206,9 @@ class LoopHistogram(_LoopFamily[LoopHistogramChild]):
         buckets: Iterable[float],
         registry: CollectorRegistry,
     ) -> None:
-        bounds = sorted(float(b) for b in buckets)
+        bounds = [float(b) for b in buckets]
+        if bounds != sorted(bounds):
+            raise ValueError(f"{name}: buckets not in sorted order")  # as prometheus_client
         if not bounds or bounds[-1] != float("inf"):
             bounds.append(float("inf"))
         self._bounds = tuple(bounds)

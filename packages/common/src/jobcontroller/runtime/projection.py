@@ -227,8 +227,8 @@ class _Frozen(Projected):
 
 class SharedDict(dict[str, Any]):
     """A mapping inside a cached object, held once for all the objects that have an equal one
-    (the pods and Services of a job share their ownerReferences, pods started in the same
-    second their conditions): read-only and hashable. Its copies are plain, writable dicts."""
+    (the pods and Services of a job share their ownerReferences, started pods in the same
+    state their status): read-only and hashable. Its copies are plain, writable dicts."""
 
     __slots__ = ("_hash",)
     _hash: int
