@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from prometheus_client import (
     GC_COLLECTOR,
@@ -95,8 +95,6 @@ class _LoopFamily(Collector, Generic[_C]):
     prometheus_client's own for the same observations (``tests/unit/test_metrics_children.py``
     compares them)."""
 
-    _type: ClassVar[str]
-
     def __init__(
         self,
         name: str,
@@ -159,8 +157,6 @@ class LoopCounterChild:
 class LoopCounter(_LoopFamily[LoopCounterChild]):
     """A counter (:class:`_LoopFamily`); exposed as ``<name>_total``."""
 
-    _type = "counter"
-
     @override
     def _new_child(self) -> LoopCounterChild:
         return LoopCounterChild()
@@ -194,8 +190,6 @@ class LoopHistogramChild:
 class LoopHistogram(_LoopFamily[LoopHistogramChild]):
     """A histogram (:class:`_LoopFamily`) with cumulative ``le`` buckets, ``_count`` and
     ``_sum``."""
-
-    _type = "histogram"
 
     def __init__(
         self,
