@@ -11,6 +11,7 @@ operator's event loop keeps going.
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -125,6 +126,11 @@ async def test_job_client_creates_follows_and_lists(
     assert seen[-1].elapsed >= seen[0].elapsed
 
 
+def _active_workers(job: Any) -> int:
+    worker = job.status.replica_statuses.get("Worker")
+    return worker.active if worker is not None and worker.active else 0
+
+
 async def test_job_client_wait_raises_with_the_reason_and_suspends(
     kubeconfig: str, kubeflow_crds: list[str], namespace: str
 ) -> None:
@@ -151,6 +157,13 @@ async def test_job_client_wait_raises_with_the_reason_and_suspends(
             held.name, expected_conditions={"Running"}, timeout=30, polling_interval=0.5
         )
         assert isinstance(resumed, PyTorchJob)
+        # Running comes with the master's pod; the workers' count follows as their pods run.
+        deadline = time.monotonic() + 30
+        while _active_workers(resumed) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            latest = client.get(held.name)
+            assert isinstance(latest, PyTorchJob)
+            resumed = latest
         return failed.value, no_pods, resumed
 
     async with running(kubeconfig, PyTorchJobController(), namespace=namespace):
