@@ -15,7 +15,7 @@ its watch cache (:func:`warm_apiserver`): a running cluster has neither pause. C
   binaries are built (see ``hack/anchor_record.py`` for v1.9.4; mpi-operator: ``go build -o
   ~/.cache/jobcontroller/anchors/mpi-operator-v0.8.2 ./cmd/mpi-operator`` in its v0.8 source;
   without Go, ``export PATH=$(bash hack/ensure-go.sh | tail -n1):$PATH`` first).
-  ``BENCH_GO=0`` skips them.
+  ``BENCH_GO=0`` skips them, and ``BENCH_BARE=0`` the bare client (an A/B of ours alone).
 
 Scenarios: ``tfjobs-qps20`` and ``tfjobs-qps200`` (100 TFJobs of 1 PS + 3 workers submitted at
 once; pods exit 0 after 2 s), ``mpijobs`` (50 MPIJobs of 2 workers and a launcher at QPS 20),
@@ -753,10 +753,11 @@ async def burst_bare(jobs: list[Obj], qps: float, burst: int, base: Path) -> Out
 
 
 def contenders(kind: str) -> list[str]:
+    who = ["ours"] if os.environ.get("BENCH_BARE", "1") == "0" else ["ours", "bare"]
     if os.environ.get("BENCH_GO", "1") == "0":
-        return ["ours", "bare"]
+        return who
     binary = GO_TRAINING if kind == "TFJob" else GO_MPI
-    return ["ours", "bare", "go"] if binary.exists() else ["ours", "bare"]
+    return [*who, "go"] if binary.exists() else who
 
 
 async def scenario_burst(

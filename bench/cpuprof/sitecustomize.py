@@ -53,7 +53,7 @@ if _OUT and sys.argv and os.path.basename(sys.argv[0]) == "training-operator":
     def _write(signum, frame):  # type: ignore[no-untyped-def]
         tmp = f"{_OUT}.tmp"
         with open(tmp, "w") as out:
-            out.writelines(f"{stack} {n}\n" for stack, n in _counts.items())
+            out.writelines(f"{stack} {n}\n" for stack, n in list(_counts.items()))
             # Pseudo-stacks in 4 ms ticks, so the GC shows beside the samples it hides in.
             for gen in range(3):
                 ticks = round(_gc_cpu[gen] / 0.004)

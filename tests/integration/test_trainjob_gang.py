@@ -19,7 +19,7 @@ import pytest_asyncio
 from trainer_fixtures import RUNTIMES, TRAINJOBS, Obj
 from trainjob_helpers import TIMEOUT
 
-from jobcontroller import add_job_flags, parse_settings
+from jobcontroller import add_job_flags, all_installed, lookup_crds, parse_settings
 from jobcontroller.runtime.kube import CRDS, EVENTS, ApiError, KubeApi, Resource
 from jobcontroller.testing.jobset import JOBSETS, JobSetController
 from jobcontroller.testing.operator import RunningController, running
@@ -189,6 +189,24 @@ async def _created(kube: KubeApi, resource: Resource, name: str, namespace: str)
     )
     assert found is not None
     return found
+
+
+async def test_the_crds_are_looked_up_in_one_go(kubeconfig: str, pod_group_crds: None) -> None:
+    """The look-up before the operator starts: each CRD answered on its own, installed or
+    not, from one client's parallel GETs; and all or none installed read from the answers."""
+    settings = parse_settings(
+        name="trainer-operator", argv=[f"--kubeconfig={kubeconfig}"], add_flags=add_job_flags
+    )
+    names = [
+        "podgroups.scheduling.x-k8s.io",
+        "podgroups.scheduling.volcano.sh",
+        "notinstalled.example.com",
+    ]
+    answers = await asyncio.to_thread(lookup_crds, settings, names)
+    assert answers == dict(zip(names, [True, True, False], strict=True))
+    assert all_installed(answers, names[:2]) is True
+    assert all_installed(answers, names) is False
+    assert all_installed(answers | {names[2]: None}, names) is None
 
 
 async def test_a_coscheduling_trainjob_gets_its_pod_group(

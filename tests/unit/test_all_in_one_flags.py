@@ -63,7 +63,6 @@ def test_an_unknown_kind_is_a_flag_error(
         ((), False, False, True),
         ((), None, True, True),  # the API server could not say: try, and say so if it fails
         (("--enable-scheme", "trainjob"), False, True, False),  # named: served regardless
-        (("--enable-scheme", "tfjob"), False, True, False),  # not asked for: nothing to check
     ],
 )
 def test_trainjob_is_served_by_default_only_where_jobset_is_installed(
@@ -73,26 +72,55 @@ def test_trainjob_is_served_by_default_only_where_jobset_is_installed(
     served: bool,
     asked: bool,
 ) -> None:
+    """JobSet's and Trainer's CRDs are asked for with the PodGroup CRDs, in one lookup."""
     import training_operator.__main__ as main
 
     calls: list[tuple[str, ...]] = []
+    looked_up: list[object] = []
 
-    def crds_installed(settings: object, names: tuple[str, ...]) -> bool | None:
+    def lookup_crds(settings: object, names: list[str]) -> dict[str, bool | None]:
         calls.append(tuple(names))
-        return installed
+        return {name: installed if name in main.TRAINJOB_CRDS else True for name in names}
 
-    monkeypatch.setattr(main, "crds_installed", crds_installed)
-    assert main._serve_trainjob(["run", *argv]) is served
-    assert bool(calls) is asked
-    if asked:
-        assert calls == [
-            (
-                "jobsets.jobset.x-k8s.io",
-                "trainjobs.trainer.kubeflow.org",
-                "trainingruntimes.trainer.kubeflow.org",
-                "clustertrainingruntimes.trainer.kubeflow.org",
-            )
+    def pod_groups(settings: object, answers: dict[str, bool | None]) -> frozenset[str]:
+        looked_up.append(answers)
+        return frozenset({"PodGroup"})
+
+    monkeypatch.setattr(main, "lookup_crds", lookup_crds)
+    monkeypatch.setattr(main, "installed_pod_groups", pod_groups)
+    serve, kinds = main._trainjob_lookups(["run", *argv])
+    assert serve is served
+    assert kinds == (frozenset({"PodGroup"}) if served else frozenset())
+    trainjob_crds = (
+        "jobsets.jobset.x-k8s.io",
+        "trainjobs.trainer.kubeflow.org",
+        "trainingruntimes.trainer.kubeflow.org",
+        "clustertrainingruntimes.trainer.kubeflow.org",
+    )
+    pod_group_crds = ("podgroups.scheduling.x-k8s.io", "podgroups.scheduling.volcano.sh")
+    assert calls == [(trainjob_crds if asked else ()) + pod_group_crds]
+    # The PodGroup kinds are read from the same answers, not asked for again.
+    assert looked_up == (
+        [
+            dict.fromkeys(pod_group_crds, True)
+            | dict.fromkeys(trainjob_crds if asked else (), installed)
         ]
+        if served
+        else []
+    )
+
+
+def test_nothing_is_looked_up_when_trainjobs_are_not_asked_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import training_operator.__main__ as main
+
+    def lookup_crds(settings: object, names: list[str]) -> dict[str, bool | None]:
+        raise AssertionError(f"looked up {names}")
+
+    monkeypatch.setattr(main, "lookup_crds", lookup_crds)
+    assert main._trainjob_lookups(["run", "--enable-scheme", "tfjob"]) == (True, frozenset())
+    assert main._trainjob_lookups(["manifests"]) == (True, frozenset())
 
 
 def test_deciding_to_serve_trainjobs_asks_for_the_controllers_crds_without_importing_it() -> None:
@@ -102,13 +130,16 @@ def test_deciding_to_serve_trainjobs_asks_for_the_controllers_crds_without_impor
     import sys
 
     from trainer_operator.controller import TrainJobController
+    from trainer_operator.podgroups import POD_GROUP_CRDS
+    from training_operator.__main__ import POD_GROUP_CRDS as SPELLED_OUT
     from training_operator.__main__ import TRAINJOB_CRDS
 
     assert TrainJobController.required_crds == TRAINJOB_CRDS
+    assert tuple(POD_GROUP_CRDS.values()) == SPELLED_OUT
     probe = (
         "import sys, training_operator.__main__ as m\n"
-        "m.crds_installed = lambda settings, names: False\n"
-        "assert m._serve_trainjob(['run']) is False\n"
+        "m.lookup_crds = lambda settings, names: dict.fromkeys(names, False)\n"
+        "assert m._trainjob_lookups(['run']) == (False, frozenset())\n"
         "heavy = ('trainer_operator', 'cryptography')\n"
         "print(sorted(n for n in sys.modules if n.startswith(heavy)))"
     )
@@ -130,9 +161,9 @@ def test_the_served_trainjob_controller_watches_the_installed_pod_group_kinds(
 
     looked_up: list[object] = []
     built: list[Any] = []
-    monkeypatch.setattr(main, "crds_installed", lambda settings, names: True)
+    monkeypatch.setattr(main, "lookup_crds", lambda settings, names: dict.fromkeys(names, True))
 
-    def installed(settings: object) -> frozenset[str]:
+    def installed(settings: object, answers: object = None) -> frozenset[str]:
         looked_up.append(settings)
         return frozenset({VOLCANO_KIND})
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -403,3 +403,14 @@ async def test_events_are_dropped_while_the_gate_says_no() -> None:
     await rec.close()
     assert [body["reason"] for _, _, body in sink.calls] == ["First"]
     assert rec.statistics().dropped_total == 1
+
+
+def test_an_events_time_is_utc_in_whole_seconds_as_go_writes_it() -> None:
+    """metav1.Time's form: UTC, whole seconds, a ``Z``, a four-digit year (Go's ``0001``)."""
+    c, clock = EventCorrelator(), FakeClock()
+    east = datetime(2025, 1, 2, 5, 4, 5, 999_999, tzinfo=timezone(timedelta(hours=2)))
+    seen = c.observe(ref=REF, type="Normal", reason="R", message="m", now=clock(), wall=east)
+    assert seen.first_timestamp == "2025-01-02T03:04:05Z"
+    early = datetime(9, 1, 1, tzinfo=UTC)
+    seen = c.observe(ref=REF, type="Normal", reason="S", message="m", now=clock(), wall=early)
+    assert seen.first_timestamp == "0009-01-01T00:00:00Z"

@@ -63,6 +63,10 @@ def test_the_request_path_families_expose_what_prometheus_client_would() -> None
             requests.labels("GET" if i % 2 else "LIST").inc()
         requests.labels("GET").inc(2.5)
         bare.inc()
+        # Not a number: in the sum, in no bucket and not counted, as prometheus_client does.
+        odd = histogram("odd_seconds", "Odd values", (), buckets=buckets, registry=r)
+        odd.observe(0.5)
+        odd.observe(float("nan"))
         with pytest.raises(ValueError):
             requests.labels("GET").inc(-1)
         with pytest.raises(ValueError):
@@ -73,3 +77,4 @@ def test_the_request_path_families_expose_what_prometheus_client_would() -> None
     assert ours == exposition(Counter, Histogram)
     assert 'req_seconds_bucket{code="200",le="1.0",verb="GET"} 3.0' in ours
     assert "wait_seconds_count 9.0" in ours and 'requests_total{verb="GET"} 6.5' in ours
+    assert "odd_seconds_count 1.0" in ours and "odd_seconds_sum NaN" in ours

@@ -213,23 +213,36 @@ def test_the_pod_group_crds_are_looked_up_and_an_unanswered_lookup_asked_again(
         "podgroups.scheduling.x-k8s.io": [None, None, True],
         "podgroups.scheduling.volcano.sh": [False],
     }
-    asked: list[str] = []
+    asked: list[list[str]] = []
     clock = [0.0]
 
-    def crds_installed(settings: object, names: list[str]) -> bool | None:
-        asked.append(names[0])
-        queue = replies[names[0]]
-        return queue.pop(0) if len(queue) > 1 else queue[0]
+    def lookup_crds(settings: object, names: list[str]) -> dict[str, bool | None]:
+        asked.append(list(names))
+        answers = {}
+        for name in names:
+            queue = replies[name]
+            answers[name] = queue.pop(0) if len(queue) > 1 else queue[0]
+        return answers
 
     def sleep(seconds: float) -> None:
         clock[0] += seconds
 
-    monkeypatch.setattr(controller, "crds_installed", crds_installed)
+    monkeypatch.setattr(controller, "lookup_crds", lookup_crds)
     monkeypatch.setattr(controller.time, "sleep", sleep)
     monkeypatch.setattr(controller.time, "monotonic", lambda: clock[0])
     assert controller.installed_pod_groups(Settings()) == {COSCHEDULING_KIND}
-    assert asked.count("podgroups.scheduling.x-k8s.io") == 3
-    assert asked.count("podgroups.scheduling.volcano.sh") == 1
+    # Both asked at once; then only the unanswered one, until it answers.
+    assert asked == [
+        ["podgroups.scheduling.x-k8s.io", "podgroups.scheduling.volcano.sh"],
+        ["podgroups.scheduling.x-k8s.io"],
+        ["podgroups.scheduling.x-k8s.io"],
+    ]
+
+    # Answers already at hand (the all-in-one's lookup with JobSet's CRDs) are not asked again.
+    asked.clear()
+    known = {"podgroups.scheduling.x-k8s.io": True, "podgroups.scheduling.volcano.sh": True}
+    assert controller.installed_pod_groups(Settings(), known) == {COSCHEDULING_KIND, VOLCANO_KIND}
+    assert asked == []
 
     # Never answered: not installed, after waiting out the patience, not forever.
     replies["podgroups.scheduling.x-k8s.io"] = [None]

@@ -159,8 +159,10 @@ from jobcontroller.core.waitfor import (
 )
 from jobcontroller.operator import (
     add_job_flags,
+    all_installed,
     crds_installed,
     enable_progress,
+    lookup_crds,
     plan_config,
     run_job_operator,
     run_job_operators,
@@ -264,6 +266,7 @@ __all__ = [
     "Setup",
     "add_init_containers",
     "add_job_flags",
+    "all_installed",
     "all_workers",
     "batch_job_child",
     "batch_job_condition",
@@ -298,6 +301,7 @@ __all__ = [
     "is_terminating",
     "json_bytes",
     "listed_names_bytes",
+    "lookup_crds",
     "master_decides",
     "new_reason",
     "openmpi_hostfile",

@@ -43,8 +43,8 @@ from jobcontroller import (
     Resource,
     Settings,
     Setup,
-    crds_installed,
     has_ssh_key_pair,
+    lookup_crds,
     override,
     with_ssh_key_pair,
 )
@@ -94,9 +94,12 @@ LOOKUP_PATIENCE_SECONDS = 30.0
 _LOOKUP_RETRY_SECONDS = 1.0
 
 
-def installed_pod_groups(settings: Settings) -> frozenset[str]:
+def installed_pod_groups(
+    settings: Settings, answers: Mapping[str, bool | None] | None = None
+) -> frozenset[str]:
     """The PodGroup kinds whose CRD is installed, looked up once before the controller starts
-    (v2.3.0 asks its REST mapper once too).
+    (v2.3.0 asks its REST mapper once too), all in one go (:func:`lookup_crds`); ``answers``
+    are lookups already made with others (the all-in-one asks for JobSet's CRDs at once).
 
     A lookup the API server does not answer (it is restarting) is asked again, for up to
     :data:`LOOKUP_PATIENCE_SECONDS`; still unanswered, the kind counts as not installed. The
@@ -105,19 +108,24 @@ def installed_pod_groups(settings: Settings) -> frozenset[str]:
     TrainJob whose runtime asks for that kind's PodGroups gets an event saying to install its
     CRD and restart."""
     deadline = time.monotonic() + LOOKUP_PATIENCE_SECONDS
+    crds = list(POD_GROUP_CRDS.values())
+    known = dict(answers or {})
+    if any(known.get(crd) is None for crd in crds):
+        known.update(lookup_crds(settings, [crd for crd in crds if known.get(crd) is None]))
+    while (unanswered := [crd for crd in crds if known[crd] is None]) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(_LOOKUP_RETRY_SECONDS)
+        known.update(lookup_crds(settings, unanswered))
     found: set[str] = set()
     for kind, crd in POD_GROUP_CRDS.items():
-        answer = crds_installed(settings, [crd])
-        while answer is None and time.monotonic() < deadline:
-            time.sleep(_LOOKUP_RETRY_SECONDS)
-            answer = crds_installed(settings, [crd])
-        if answer is None:
+        if known[crd] is None:
             log.warning(
                 "PodGroups are not served: the API server did not say whether their CRD is "
                 "installed (restart the operator once it answers)",
                 crd=crd,
             )
-        elif answer:
+        elif known[crd]:
             found.add(kind)
     return frozenset(found)
 

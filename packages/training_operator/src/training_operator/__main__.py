@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -27,8 +27,9 @@ from jobcontroller import (
     Reconciler,
     Settings,
     add_job_flags,
-    crds_installed,
+    all_installed,
     enable_progress,
+    lookup_crds,
     parse_settings,
     plan_config,
     run_job_operators,
@@ -97,6 +98,9 @@ TRAINJOB_CRDS = (
     "trainingruntimes.trainer.kubeflow.org",
     "clustertrainingruntimes.trainer.kubeflow.org",
 )
+#: trainer_operator.podgroups.POD_GROUP_CRDS's CRDs, spelled out for the same reason (a unit
+#: test keeps them equal too).
+POD_GROUP_CRDS = ("podgroups.scheduling.x-k8s.io", "podgroups.scheduling.volcano.sh")
 
 
 SCHEMES: dict[str, Callable[[PlanConfig, Settings], Reconciler[Any]]] = {
@@ -110,11 +114,13 @@ SCHEMES: dict[str, Callable[[PlanConfig, Settings], Reconciler[Any]]] = {
 }
 
 
-def installed_pod_groups(settings: Settings) -> frozenset[str]:
+def installed_pod_groups(
+    settings: Settings, answers: Mapping[str, bool | None] | None = None
+) -> frozenset[str]:
     """The PodGroup kinds whose CRDs are installed (imports the TrainJob controller)."""
     from trainer_operator.controller import installed_pod_groups as installed
 
-    return installed(settings)
+    return installed(settings, answers)
 
 
 def _schemes(text: str) -> list[str]:
@@ -172,35 +178,31 @@ def _flags(parser: argparse.ArgumentParser) -> None:
     add_flags(parser)
 
 
-def _serve_trainjob(argv: list[str]) -> bool:
-    """Whether to start the TrainJob controller: named, or by default where its CRDs are."""
+def _trainjob_lookups(argv: list[str]) -> tuple[bool, frozenset[str]]:
+    """Whether to start the TrainJob controller (named, or by default where its CRDs are), and
+    the PodGroup kinds it may own (their CRDs installed): every CRD asked in one go, on one
+    connection, before the operator starts."""
     if argv and argv[0] in ("crd", "manifests"):
-        return True
+        return True, frozenset()
     settings = parse_settings(name=NAME, argv=argv, add_flags=_flags)
-    if TRAINJOB not in enabled(settings) or named(settings):
-        return True
-    if crds_installed(settings, TRAINJOB_CRDS) is False:
+    if TRAINJOB not in enabled(settings):
+        return True, frozenset()
+    ask = [] if named(settings) else list(TRAINJOB_CRDS)
+    answers = lookup_crds(settings, [*ask, *POD_GROUP_CRDS])
+    if ask and all_installed(answers, ask) is False:
         log.warning(
             "TrainJobs are not served: the JobSet or Trainer CRDs are not installed "
             "(name trainjob in --enable-scheme to serve them regardless)",
             crds=list(TRAINJOB_CRDS),
         )
-        return False
-    return True
-
-
-def _pod_groups(argv: list[str]) -> frozenset[str]:
-    """The PodGroup kinds a served TrainJob controller may own (their CRDs installed)."""
-    if argv and argv[0] in ("crd", "manifests"):
-        return frozenset()
-    settings = parse_settings(name=NAME, argv=argv, add_flags=_flags)
-    return installed_pod_groups(settings) if TRAINJOB in enabled(settings) else frozenset()
+        return False, frozenset()
+    return True, installed_pod_groups(settings, answers)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    skip = set() if _serve_trainjob(args) else {TRAINJOB}
-    pod_groups = frozenset() if skip else _pod_groups(args)
+    serve, pod_groups = _trainjob_lookups(args)
+    skip = set() if serve else {TRAINJOB}
 
     def build(config: PlanConfig, settings: Settings) -> list[Reconciler[Any]]:
         return [

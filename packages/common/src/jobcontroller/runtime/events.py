@@ -582,4 +582,6 @@ class EventRecorder:
 
 
 def _timestamp(wall: datetime) -> str:
-    return wall.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """RFC 3339 in whole seconds with a ``Z``, as ``format_time`` writes it (isoformat: four
+    digits of year always, and less CPU than strftime)."""
+    return wall.astimezone(UTC).isoformat(timespec="seconds")[:19] + "Z"

@@ -183,6 +183,8 @@ class LoopHistogramChild:
 
     def observe(self, amount: float) -> None:
         self.sum += amount
+        if amount != amount:  # NaN: in the sum, in no bucket, as prometheus_client does
+            return
         # The first bucket whose upper bound is >= amount; the last bound is +Inf.
         self.counts[bisect_left(self._bounds, amount)] += 1
 
