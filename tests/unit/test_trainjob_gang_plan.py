@@ -244,6 +244,16 @@ def test_the_pod_group_crds_are_looked_up_and_an_unanswered_lookup_asked_again(
     assert controller.installed_pod_groups(Settings(), known) == {COSCHEDULING_KIND, VOLCANO_KIND}
     assert asked == []
 
+    # Answers at hand with one unanswered: that one is asked again after the pause, not at
+    # once, and the other is taken as it is.
+    asked.clear()
+    clock[0] = 0.0
+    replies["podgroups.scheduling.x-k8s.io"] = [True]
+    known = {"podgroups.scheduling.x-k8s.io": None, "podgroups.scheduling.volcano.sh": False}
+    assert controller.installed_pod_groups(Settings(), known) == {COSCHEDULING_KIND}
+    assert asked == [["podgroups.scheduling.x-k8s.io"]]
+    assert clock[0] == 1.0
+
     # Never answered: not installed, after waiting out the patience, not forever.
     replies["podgroups.scheduling.x-k8s.io"] = [None]
     replies["podgroups.scheduling.volcano.sh"] = [True]

@@ -208,9 +208,10 @@ async def pod_group_crd_installed(api: KubeApi, gang_scheduler_name: str) -> boo
 
 def lookup_crds(settings: Settings, names: Sequence[str]) -> dict[str, bool | None]:
     """Whether each CRD of ``names`` (``<plural>.<group>``) is installed; None for one the
-    API server did not answer. Asked once before the operator starts, all in one go: one
-    client and one connection, the GETs in parallel (a client, a TLS handshake and a round
-    trip each cost the start before)."""
+    API server did not answer (or refused to say). Asked once before the operator starts,
+    all in one go: one event loop and one client, the GETs in parallel (each lookup had its
+    own loop, client and TLS handshakes, and asked one CRD after the other). One GET that
+    fails leaves the others' answers as they are."""
 
     async def one(api: KubeApi, name: str) -> bool | None:
         try:
@@ -219,6 +220,9 @@ def lookup_crds(settings: Settings, names: Sequence[str]) -> dict[str, bool | No
             if exc.status == 404:
                 return False
             log.warning("could not check for a CRD", crd=name, error=str(exc))
+            return None
+        except Exception as exc:  # the connection, a timeout: this one unanswered
+            log.warning("could not check for a CRD", crd=name, error=repr(exc))
             return None
         return True
 

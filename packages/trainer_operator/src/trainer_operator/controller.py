@@ -109,9 +109,9 @@ def installed_pod_groups(
     CRD and restart."""
     deadline = time.monotonic() + LOOKUP_PATIENCE_SECONDS
     crds = list(POD_GROUP_CRDS.values())
-    known = dict(answers or {})
-    if any(known.get(crd) is None for crd in crds):
-        known.update(lookup_crds(settings, [crd for crd in crds if known.get(crd) is None]))
+    if answers is None or any(crd not in answers for crd in crds):
+        answers = {**(answers or {}), **lookup_crds(settings, crds)}
+    known = dict(answers)
     while (unanswered := [crd for crd in crds if known[crd] is None]) and (
         time.monotonic() < deadline
     ):
