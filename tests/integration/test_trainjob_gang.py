@@ -191,9 +191,11 @@ async def _created(kube: KubeApi, resource: Resource, name: str, namespace: str)
     return found
 
 
-async def test_the_crds_are_looked_up_in_one_go(kubeconfig: str, pod_group_crds: None) -> None:
+async def test_the_crds_are_looked_up_in_one_go(
+    kube: KubeApi, kubeconfig: str, pod_group_crds: None
+) -> None:
     """The look-up before the operator starts: each CRD answered on its own, installed or
-    not, from one client's parallel GETs; and all or none installed read from the answers."""
+    not, by its metadata alone; and all or none installed read from the answers."""
     settings = parse_settings(
         name="trainer-operator", argv=[f"--kubeconfig={kubeconfig}"], add_flags=add_job_flags
     )
@@ -207,6 +209,11 @@ async def test_the_crds_are_looked_up_in_one_go(kubeconfig: str, pod_group_crds:
     assert all_installed(answers, names[:2]) is True
     assert all_installed(answers, names) is False
     assert all_installed(answers | {names[2]: None}, names) is None
+    # What is asked for: the metadata, not the CRD's schema.
+    for version in ("0", None):
+        meta = await kube.get_metadata(CRDS, names[1], resource_version=version)
+        assert meta["kind"] == "PartialObjectMetadata"
+        assert meta["metadata"]["name"] == names[1] and "spec" not in meta
 
 
 async def test_a_coscheduling_trainjob_gets_its_pod_group(

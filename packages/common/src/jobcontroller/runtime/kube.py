@@ -95,6 +95,7 @@ __all__ = [
     "HPAS",
     "JOBS",
     "LEASES",
+    "METADATA_ONLY",
     "NAMESPACES",
     "NODES",
     "PODS",
@@ -125,6 +126,10 @@ Obj = dict[str, Any]
 #: Module-level alias: inside KubeApi the name ``list`` is a method.
 ObjList = list[Obj]
 QueryValue = str | int | bool | None
+
+#: ``Accept`` for an object's metadata only (as client-go's metadata client asks), falling back
+#: to the whole object where a server cannot convert (:meth:`KubeApi.get_metadata`).
+METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 
 #: Above this size a response is decoded in a worker thread, so a big LIST does not stall the
 #: event loop (and with it lease renewals and other watches).
@@ -319,6 +324,24 @@ class KubeApi:
     ) -> Obj:
         path = resource.path(namespace=namespace, name=name, subresource=subresource)
         result: Obj = await self.request("GET", path)
+        return result
+
+    async def get_metadata(
+        self,
+        resource: Resource,
+        name: str,
+        *,
+        namespace: str | None = None,
+        resource_version: str | None = None,
+    ) -> Obj:
+        """The object's ``metadata`` only, as a ``PartialObjectMetadata`` (client-go's metadata
+        client): what a look for whether an object exists needs. A CustomResourceDefinition
+        with the pod template's schema is 0.75 to 1.35 MB whole, its metadata under 1 KB.
+        ``resource_version="0"`` takes the API server's cache (any version it has, maybe a
+        moment old) instead of a read of etcd: for a big object, a twentieth of the time."""
+        path = resource.path(namespace=namespace, name=name)
+        query = None if resource_version is None else {"resourceVersion": resource_version}
+        result: Obj = await self.request("GET", path, query=query, accept=METADATA_ONLY)
         return result
 
     async def list(
@@ -529,9 +552,11 @@ class KubeApi:
         body: Any = None,
         content_type: str | None = None,
         decode: bool = True,
+        accept: str | None = None,
     ) -> Any:
         """One API call with rate limiting, bounded retries and metrics; returns decoded JSON
-        (None when not ``decode``: a success's body is then not read)."""
+        (None when not ``decode``: a success's body is then not read). ``accept`` replaces
+        the ``Accept`` header (:data:`METADATA_ONLY`)."""
         method = method.upper()
         attempt = 0
         while True:
@@ -539,7 +564,7 @@ class KubeApi:
             started = time.monotonic()
             try:
                 resp = await self.call(
-                    method, path, query=query, body=body, content_type=content_type
+                    method, path, query=query, body=body, content_type=content_type, accept=accept
                 )
                 data, status, headers, reason = resp.body, resp.status, resp.headers, resp.reason
                 if (m := self._metrics) is not None:
@@ -596,11 +621,14 @@ class KubeApi:
         body: Any = None,
         content_type: str | None = None,
         read_timeout: float | None = None,
+        accept: str | None = None,
     ) -> Response:
         """One attempt, its answer whole and not decoded (a pod's log is text): rate limited,
         gated and counted as :meth:`request`'s are, but neither retried nor raised on an
         error status."""
         headers = await self._headers(method, path, content_type)
+        if accept is not None:
+            headers["Accept"] = accept
         code = "error"
         try:
             resp = await self._connections_pool().request(
