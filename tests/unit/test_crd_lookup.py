@@ -137,3 +137,26 @@ def test_all_installed_reads_the_answers() -> None:
     assert all_installed(answers, ["d", "c"]) is False
     # A name never asked counts as unanswered.
     assert all_installed(answers, ["a", "e"]) is None
+
+
+def test_a_busy_api_server_is_not_asked_crd_after_crd(api: FakeApi) -> None:
+    """429 or 5xx after the client's own retries: the rest would fail the same way, each after
+    its own retries; unanswered at once, with what was answered before kept."""
+    api.replies["busy.example.com"] = ApiError(status=503, reason="ServiceUnavailable")
+    answers = lookup_crds(Settings(), ["gone.example.com", "busy.example.com", "here.example.com"])
+    assert answers == {
+        "gone.example.com": False,
+        "busy.example.com": None,
+        "here.example.com": None,
+    }
+    assert [name for name, _ in api.asked] == [
+        "gone.example.com",
+        "gone.example.com",
+        "busy.example.com",
+    ]
+
+
+def test_a_crd_the_cache_misses_and_the_read_cannot_answer_is_unanswered(api: FakeApi) -> None:
+    api.cached["forbidden.example.com"] = NOT_FOUND  # the cache: 404; the read: 403
+    answers = lookup_crds(Settings(), ["forbidden.example.com", "here.example.com"])
+    assert answers == {"forbidden.example.com": None, "here.example.com": True}

@@ -213,13 +213,13 @@ def lookup_crds(settings: Settings, names: Sequence[str]) -> dict[str, bool | No
     on it (each lookup had its own loop, client and TLS handshake; GETs in parallel would
     each open a connection, and the handshakes cost more than the round trips saved), each
     for the CRD's metadata only, from the API server's cache (:func:`_crd_exists`). A
-    refused GET leaves only its CRD unanswered; a failed connection or a timeout leaves it and
-    the ones not yet asked unanswered (the API server is not answering), and keeps the
-    answers before."""
+    refused GET (403) leaves only its CRD unanswered; a failed connection, a timeout or an API
+    server still busy or failing (429, 5xx) after the client's retries leaves it and the ones
+    not yet asked unanswered, and keeps the answers before."""
 
     async def ask(answers: dict[str, bool | None]) -> None:
         api = await KubeApi.from_config(
-            # Each CRD takes at most two GETs: none waits for the rate limiter.
+            # Each CRD takes at most two GETs: none waits for the rate limiter (but retries).
             kubeconfig=settings.kubeconfig,
             qps=5.0,
             burst=2 * len(names),
@@ -231,9 +231,14 @@ def lookup_crds(settings: Settings, names: Sequence[str]) -> dict[str, bool | No
                 except ApiError as exc:
                     if exc.status == 404:
                         answers[name] = False
-                    else:
+                        continue
+                    if exc.status != 429 and exc.status < 500:  # refused: this one only
                         log.warning("could not check for a CRD", crd=name, error=str(exc))
-                    continue
+                        continue
+                    # Busy or failing after the client's retries: so would the rest be, each
+                    # after its own retries.
+                    log.warning("could not check for CRDs", crds=names[at:], error=str(exc))
+                    return
                 except Exception as exc:  # the connection, a timeout
                     log.warning("could not check for CRDs", crds=names[at:], error=repr(exc))
                     return
