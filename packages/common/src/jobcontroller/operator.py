@@ -210,8 +210,8 @@ def lookup_crds(settings: Settings, names: Sequence[str]) -> dict[str, bool | No
     """Whether each CRD of ``names`` (``<plural>.<group>``) is installed; None for one the
     API server did not answer (or refused to say). Asked once before the operator starts,
     all in one go: one event loop, one client, one connection, the GETs one after the other
-    on it (each lookup had its own loop, client and TLS handshake; GETs in parallel would
-    each open a connection, and the handshakes cost more than the round trips saved), each
+    on it (each lookup had its own loop, client and TLS handshake; in parallel, each GET in
+    flight would open a TLS connection of its own, to save a few ms of round trips), each
     for the CRD's metadata only, from the API server's cache (:func:`_crd_exists`). A
     refused GET (403) leaves only its CRD unanswered; a failed connection, a timeout or an API
     server still busy or failing (429, 5xx) after the client's retries leaves it and the ones
@@ -259,7 +259,7 @@ def lookup_crds(settings: Settings, names: Sequence[str]) -> dict[str, bool | No
 async def _crd_exists(api: KubeApi, name: str) -> None:
     """Returns when the CRD ``name`` exists, raises :class:`ApiError` (404 when it does not).
     Its metadata from the API server's cache, a few ms where a read of a Trainer CRD from
-    etcd takes 20 to 30 (the server decodes the whole object); a 404 from the cache is
+    etcd takes 20 to 50 (the server decodes the whole object); a 404 from the cache is
     confirmed by a read (a CRD installed a moment ago may not be in it yet), which costs
     little for an object that is not there."""
     try:
