@@ -171,20 +171,31 @@ async def poll_until(
 
 
 def jobset_creates(audit_log: Path) -> dict[str, list[dt.datetime]]:
-    """When each JobSet name was created (successfully) by an operator replica."""
+    """When each JobSet name was created by an operator replica: a create answered 2xx, or
+    one answered 504 that stored the JobSet all the same. A replica killed while the API
+    server writes its create gets no answer; the API server logs 504 ("context canceled")
+    for a JobSet it has stored, and the restarted replica finds it and creates none. Such a
+    create counts once a later request about that JobSet is answered 2xx (the JobSet
+    controller's updates, a delete) with no create answered 2xx in between."""
     out: dict[str, list[dt.datetime]] = {}
+    unconfirmed: dict[str, dt.datetime] = {}
     for e in audit_entries(audit_log):
         ref = e.get("objectRef") or {}
+        if e.get("stage") != "ResponseComplete" or ref.get("resource") != "jobsets":
+            continue
+        name = str(ref.get("name"))
         code = int((e.get("responseStatus") or {}).get("code") or 0)
-        if (
-            e.get("stage") == "ResponseComplete"
-            and e.get("verb") == "create"
-            and ref.get("resource") == "jobsets"
-            and 200 <= code < 300
-            and str((e.get("user") or {}).get("username") or "").startswith("chaos:")
-        ):
-            when = dt.datetime.fromisoformat(e["stageTimestamp"])
-            out.setdefault(str(ref.get("name")), []).append(when)
+        when = dt.datetime.fromisoformat(e["stageTimestamp"])
+        if e.get("verb") == "create":
+            if not str((e.get("user") or {}).get("username") or "").startswith("chaos:"):
+                continue
+            if 200 <= code < 300:
+                out.setdefault(name, []).append(when)
+                unconfirmed.pop(name, None)
+            elif code == 504:
+                unconfirmed[name] = when
+        elif name in unconfirmed and 200 <= code < 300 and e.get("verb") != "list":
+            out.setdefault(name, []).append(unconfirmed.pop(name))
     return out
 
 
