@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -61,7 +62,8 @@ class StampController:
         annotations = obj["metadata"].get("annotations") or {}
         if annotations.get(STAMP) == self._pid:
             return None
-        log.info("stamping")
+        # What the runner left of the collector: running, and the start's objects frozen.
+        log.info("stamping", collecting=gc.isenabled(), frozen=gc.get_freeze_count())
         await asyncio.sleep(self._delay)
         patch = {"metadata": {"annotations": {STAMP: self._pid}}}
         await self._manager.api.merge_patch(CONFIGMAPS, name, patch, namespace=namespace)
@@ -77,6 +79,7 @@ def _add_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def _build(settings: Settings, manager: Manager) -> list[Controller]:
+    log.info("building", collecting=gc.isenabled(), frozen=gc.get_freeze_count())
     return [StampController(settings.extras["reconcile_delay"])]
 
 

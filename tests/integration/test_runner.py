@@ -73,6 +73,13 @@ async def test_operator_reconciles_serves_probes_and_records_events(
     assert [(e["reason"], e["source"]["component"]) for e in events] == [
         ("Stamped", "dummy-operator")
     ]
+    # The collector was paused while the controllers were built, and runs again once they
+    # are, with what the start made frozen (not walked by every full collection).
+    building = await op.wait_log(lambda e: e.get("msg") == "building")
+    assert (building["collecting"], building["frozen"]) == (False, 0)
+    stamping = await op.wait_log(lambda e: e.get("msg") == "stamping")
+    assert stamping["collecting"] is True
+    assert stamping["frozen"] > 10_000
     stamped = await op.wait_log(lambda e: e.get("msg") == "stamped")
     assert stamped["controller"] == "stamp-controller"
     assert stamped["key"] == f"{namespace}/one"

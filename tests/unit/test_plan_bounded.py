@@ -3,10 +3,10 @@ passes of at most ``max_writes_per_reconcile``, and ``max_pods_per_job`` refuses
 
 from __future__ import annotations
 
-import dataclasses
 import tracemalloc
 from collections.abc import Callable
 
+import msgspec
 from plan_fixtures import DemoFramework, FakeCluster, condition, new_job, template
 
 from jobcontroller.core import POD, SERVICE, CreateObject, DeleteObject, Plan, PlanConfig
@@ -90,7 +90,7 @@ def test_a_job_asking_for_int32_max_pods_is_planned_from_what_exists() -> None:
     # Every limit that would refuse it is off: only the planner's own bounds are left. The
     # pass it plans is the batch; its memory is that batch's, not 2^31 replicas'.
     cluster = FakeCluster(new_job(replicas={"Worker": INT32_MAX}))
-    config = dataclasses.replace(UNLIMITED, max_writes_per_reconcile=100)
+    config = msgspec.structs.replace(UNLIMITED, max_writes_per_reconcile=100)
     result, peak = _peak_bytes(lambda: cluster.plan(DemoFramework(), config=config))
     assert isinstance(result, Plan)
     creates = [a for a in result.actions if isinstance(a, CreateObject)]
@@ -102,7 +102,7 @@ def test_a_job_asking_for_int32_max_pods_is_planned_from_what_exists() -> None:
 def test_later_passes_skip_existing_slots_and_fill_the_gaps_first() -> None:
     cluster = FakeCluster(new_job(replicas={"Worker": INT32_MAX}))
     fw = DemoFramework()
-    config = dataclasses.replace(UNLIMITED, max_writes_per_reconcile=10)
+    config = msgspec.structs.replace(UNLIMITED, max_writes_per_reconcile=10)
     for _ in range(3):
         cluster.step(fw, config=config)
     del cluster.objects[(POD, "demo-worker-3")]

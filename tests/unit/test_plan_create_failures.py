@@ -4,8 +4,7 @@ job never succeeds while a replica type it asks for has no pod at all."""
 
 from __future__ import annotations
 
-import dataclasses
-
+import msgspec
 from plan_fixtures import DemoFramework, FakeCluster, condition, new_job, reasons
 
 from jobcontroller.core import POD, CreateFailure, CreateObject, PlanConfig
@@ -33,7 +32,7 @@ def _with_failure(failure: CreateFailure, count: int) -> FakeCluster:
     cluster.settle(DemoFramework(), rounds=2)
     for name in ("demo-worker-0", "demo-worker-1"):
         del cluster.objects[(POD, name)]
-    cluster.create_failure = dataclasses.replace(failure, count=count)
+    cluster.create_failure = msgspec.structs.replace(failure, count=count)
     return cluster
 
 
@@ -80,7 +79,7 @@ def test_a_refusal_that_may_pass_shows_on_created_and_keeps_retrying() -> None:
 def test_the_same_refusal_is_reported_once_not_on_every_pass() -> None:
     cluster = _with_failure(QUOTA, 3)
     cluster.apply(cluster.plan(DemoFramework()))
-    cluster.create_failure = dataclasses.replace(QUOTA, count=4)
+    cluster.create_failure = msgspec.structs.replace(QUOTA, count=4)
     assert "FailedCreatePod" not in reasons(cluster.plan(DemoFramework()))
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+import msgspec
 import pytest
 from plan_fixtures import NOW, DemoFramework, FakeCluster, condition, new_job, running_job
 
@@ -52,7 +52,7 @@ def plan_with(
         def lookup(name: str) -> NodeState | None:
             return known.get(name)
 
-        observed = dataclasses.replace(observed, node=lookup)
+        observed = msgspec.structs.replace(observed, node=lookup)
     return plan(fw, copy.deepcopy(cluster.job), observed, now=now, config=config)
 
 

@@ -3,10 +3,10 @@ env, token volume and CA) by the TrainJob planner."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
+import msgspec
 from trainjob_fixtures import NODE, NOW, observed, runtime, trainjob
 
 from jobcontroller import PROGRESS, CreateObject, Observed, PatchObject, ProgressEndpoint
@@ -22,7 +22,7 @@ ENDPOINT = ProgressEndpoint(url="https://op.kubeflow.svc:10443", ca_pem="PEM")
 
 
 def _with_progress(obs: Observed, endpoint: ProgressEndpoint | None = ENDPOINT) -> Observed:
-    return dataclasses.replace(obs, extra={**obs.extra, PROGRESS: endpoint})
+    return msgspec.structs.replace(obs, extra={**obs.extra, PROGRESS: endpoint})
 
 
 def _node_pod(plan_actions: Any) -> Obj:
@@ -81,7 +81,7 @@ def test_a_new_ca_is_brought_to_the_configmap() -> None:
     first = plan_trainjob(raw, _with_progress(observed(runtime=rt)), now=NOW)
     [cm] = [a.body for a in first.actions if isinstance(a, CreateObject)
             and a.body["metadata"]["name"] == "tj-tls-config"]  # fmt: skip
-    renewed = dataclasses.replace(ENDPOINT, ca_pem="NEW")
+    renewed = msgspec.structs.replace(ENDPOINT, ca_pem="NEW")
     plan = plan_trainjob(raw, _with_progress(observed(runtime=rt, configmaps=[cm]), renewed),
                          now=NOW)  # fmt: skip
     [patch] = [a for a in plan.actions if isinstance(a, PatchObject) and a.kind == "ConfigMap"]

@@ -15,9 +15,10 @@ by the executor just before the create) puts a fresh pair in it.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from collections.abc import Callable, Mapping
+
+import msgspec
 
 from jobcontroller import (
     CONFIGMAPS,
@@ -213,7 +214,7 @@ class MPIJobController(JobController[MPIJob]):
     @override
     def materialize(self, action: CreateObject) -> CreateObject:
         if action.kind == SECRET and not has_key_pair(action.body):
-            return dataclasses.replace(action, body=with_key_pair(action.body))
+            return msgspec.structs.replace(action, body=with_key_pair(action.body))
         return action
 
     # ------------------------------------------------------------------ owned objects
@@ -240,7 +241,7 @@ class MPIJobController(JobController[MPIJob]):
             # creations, and a finished launcher's never goes out.
             wanted += [
                 _child(job.name, job_service(job), drift=service_drift),
-                dataclasses.replace(
+                msgspec.structs.replace(
                     _child(config_map_name(job), hosts, drift=("data",)), patch_can_wait=True
                 ),
                 _child(secret_name(job), ssh_secret(job), drift=(), valid=has_key_pair),
@@ -265,7 +266,7 @@ class MPIJobController(JobController[MPIJob]):
             hold=not _may_run(job, workers),
         )
         wanted.append(
-            dataclasses.replace(
+            msgspec.structs.replace(
                 child,
                 operator_label=False,
                 conflict_blocks_creation=True,

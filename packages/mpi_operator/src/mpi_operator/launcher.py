@@ -9,7 +9,7 @@ controller enforces it, and the MPIJob succeeds or fails when the launcher Job d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from msgspec import Struct
 
 from jobcontroller import (
     JOB_NAME_LABEL,
@@ -104,8 +104,7 @@ def _host_wiring(spec: Obj, *, job: MPIJob, hostname: str) -> None:
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"
 
 
-@dataclass(frozen=True, slots=True)
-class BuiltLauncher:
+class BuiltLauncher(Struct, frozen=True):
     body: Obj
     template_restart_policy: bool
     """The template set its own restartPolicy, which the replica's overrides."""

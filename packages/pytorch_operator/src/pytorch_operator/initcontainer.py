@@ -29,9 +29,10 @@ from a YAML list rendered from ``{{.MasterAddr}}``, ``{{.InitContainerImage}}`` 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from msgspec import Struct
 
 from jobcontroller import (
     CHECK_DNS,
@@ -72,8 +73,7 @@ _FIELD = re.compile(r"{{\s*\.(\w+)\s*}}")
 _FIELDS = ("MasterAddr", "MasterPort", "InitContainerImage", "MaxTries")
 
 
-@dataclass(frozen=True, slots=True)
-class InitContainerTemplate:
+class InitContainerTemplate(Struct, frozen=True):
     """A ``--pytorch-init-container-template-file``: a YAML list of containers with v1.9's
     template fields. Only plain ``{{.Field}}`` substitutions are understood; anything else is
     refused at start-up with the reason, never at pod creation."""

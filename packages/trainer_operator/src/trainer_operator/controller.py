@@ -17,12 +17,12 @@ waiting for it).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import time
 from collections.abc import Collection, Iterator, Mapping
 from typing import Any, ClassVar
 
+import msgspec
 import structlog
 from prometheus_client.core import GaugeMetricFamily, Metric
 
@@ -275,7 +275,7 @@ class TrainJobController(Reconciler[TrainJob]):
     def materialize(self, action: CreateObject) -> CreateObject:
         """The MPI policy's SSH Secret gets its fresh key pair here, never in a plan."""
         if action.kind == "Secret" and not has_ssh_key_pair(action.body):
-            return dataclasses.replace(action, body=with_ssh_key_pair(action.body))
+            return msgspec.structs.replace(action, body=with_ssh_key_pair(action.body))
         return action
 
     @override

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from jobcontroller import parse_quantity
 from trainer_operator.smp import JOBSET_SPEC_KEYS, RESOURCES_KEYS, strategic_merge
@@ -54,8 +55,7 @@ class RuntimeProblem(ValueError):
     """The runtime (or its patches) cannot be turned into a JobSet; the message says why."""
 
 
-@dataclass(slots=True)
-class Container:
+class Container(Struct):
     """What the plugins may add to one container of a pod set (``runtime.Container``)."""
 
     name: str
@@ -66,8 +66,7 @@ class Container:
     volume_mounts: list[Obj] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class PodSet:
+class PodSet(Struct):
     """One replicated job's pods (``runtime.PodSet``)."""
 
     name: str
@@ -78,8 +77,7 @@ class PodSet:
     volumes: list[Obj] = field(default_factory=list)
 
 
-@dataclass(slots=True)
-class Info:
+class Info(Struct):
     labels: dict[str, str]
     annotations: dict[str, str]
     ml_policy: Obj | None

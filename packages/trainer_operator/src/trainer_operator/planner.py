@@ -22,8 +22,9 @@ from __future__ import annotations
 import copy
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from jobcontroller import (
     PROGRESS,
@@ -153,8 +154,7 @@ def _not_found(kind: str, name: str) -> str:
     return f'not found ClusterTrainingRuntime specified in TrainJob: {resource} "{name}" not found'
 
 
-@dataclass(slots=True)
-class _Objects:
+class _Objects(Struct):
     actions: list[Action] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
 

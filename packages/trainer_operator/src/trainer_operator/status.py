@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 __all__ = [
     "COMPLETE",
@@ -50,8 +51,7 @@ def parse_time(text: Any) -> dt.datetime | None:
         return None
 
 
-@dataclass(slots=True)
-class TrainJobStatus:
+class TrainJobStatus(Struct):
     """A TrainJob's status as JSON, for the reconciler's status writer (a ``StatusDoc``):
     fields this operator does not set (``trainerStatus``) are kept as they were."""
 

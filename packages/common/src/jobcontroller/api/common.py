@@ -18,6 +18,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Generic, Self, TypeVar, get_args, get_origin
 
+from msgspec import Struct
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -463,8 +464,7 @@ class JobStatus(KubeModel):
         )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScaleSubresource:
+class ScaleSubresource(Struct, frozen=True, kw_only=True):
     """JSON paths of the scale subresource (used by `kubectl scale` and the HPA)."""
 
     spec_replicas_path: str

@@ -26,11 +26,11 @@ Each rule's CEL stays inside the API server's cost budget on its own: the map is
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
+from abc import ABCMeta, abstractmethod
 from collections.abc import Mapping, Sequence, Set
-from dataclasses import dataclass
 from typing import ClassVar, Literal, Protocol
 
+from msgspec import Struct, StructMeta
 from typing_extensions import override
 
 from jobcontroller.api.cel import JsonDict, cel_ratcheted
@@ -70,8 +70,7 @@ class _Replica(Protocol):
     def restart_policy(self) -> str | None: ...
 
 
-@dataclass(frozen=True, slots=True)
-class _Scope:
+class _Scope(Struct, frozen=True):
     """What a rule is judged against: the replica map (``specs``; in CEL, the node the rule
     sits on), how its keys compare, and, for spec-level rules, the spec's set fields."""
 
@@ -120,8 +119,11 @@ def _quoted(values: Sequence[str]) -> str:
     return ", ".join(f'"{v}"' for v in values)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReplicaRule(ABC):
+class _RuleMeta(StructMeta, ABCMeta):
+    """A Struct's metaclass that also enforces ``@abstractmethod``."""
+
+
+class ReplicaRule(Struct, metaclass=_RuleMeta, frozen=True, kw_only=True):
     """One replica rule: a CEL rule for the CRD and the same check in Python.
 
     ``message``: what admission says. ``error``: the Python error, a ``str.format`` template
@@ -171,8 +173,7 @@ class ReplicaRule(ABC):
         """One dict of ``error`` fields for each violation; [] when the map meets the rule."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class KnownTypes(ReplicaRule):
+class KnownTypes(ReplicaRule, frozen=True, kw_only=True):
     """Every key is one of ``types`` (``None``: the model's ``REPLICA_TYPES``)."""
 
     default_error: ClassVar[str] = "{path}[{key}]: {message}"
@@ -196,8 +197,7 @@ class KnownTypes(ReplicaRule):
         ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DistinctCase(ReplicaRule):
+class DistinctCase(ReplicaRule, frozen=True, kw_only=True):
     """No two keys differ only in case: the defaulter, which matches types case-insensitively,
     would merge them."""
 
@@ -219,8 +219,7 @@ class DistinctCase(ReplicaRule):
         return found
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Required(ReplicaRule):
+class Required(ReplicaRule, frozen=True, kw_only=True):
     """A ``rtype`` replica spec must be present."""
 
     rtype: str
@@ -234,8 +233,7 @@ class Required(ReplicaRule):
         return [{"key": self.rtype}] if scope.missing(self.rtype) else []
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RequiredWith(ReplicaRule):
+class RequiredWith(ReplicaRule, frozen=True, kw_only=True):
     """A ``rtype`` replica spec must be present when the spec sets ``field`` (its JSON name):
     PyTorch's elasticPolicy scales the Workers. Judged on the spec, which holds both."""
 
@@ -256,8 +254,7 @@ class RequiredWith(ReplicaRule):
         return []
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AtLeastOne(ReplicaRule):
+class AtLeastOne(ReplicaRule, frozen=True, kw_only=True):
     """One of ``types`` at least must be present (TF: something must decide success)."""
 
     types: Sequence[str]
@@ -273,8 +270,7 @@ class AtLeastOne(ReplicaRule):
         return [{"supported": _quoted(self.types)}]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AtMostOne(ReplicaRule):
+class AtMostOne(ReplicaRule, frozen=True, kw_only=True):
     """At most one of ``types`` may be present (TF: Master is another name for Chief)."""
 
     types: Sequence[str]
@@ -289,8 +285,7 @@ class AtMostOne(ReplicaRule):
         return [{"supported": _quoted(self.types)}] if len(present) > 1 else []
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NonEmpty(ReplicaRule):
+class NonEmpty(ReplicaRule, frozen=True, kw_only=True):
     """The map names at least one replica type."""
 
     @override
@@ -302,8 +297,7 @@ class NonEmpty(ReplicaRule):
         return [] if scope.replica_map else [{}]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Replicas(ReplicaRule):
+class Replicas(ReplicaRule, frozen=True, kw_only=True):
     """The ``replicas`` of each of ``types`` present lie in ``[min, max]`` (either bound may be
     open); with ``must_set``, an absent ``replicas`` breaks the rule too (a Go webhook that
     ran before defaulting), else it passes (defaulting will set it)."""
@@ -359,8 +353,7 @@ class Replicas(ReplicaRule):
         ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RestartPolicies(ReplicaRule):
+class RestartPolicies(ReplicaRule, frozen=True, kw_only=True):
     """Every replica spec's ``restartPolicy``, when set, is one of ``allowed``."""
 
     level: ClassVar[Literal["map", "item", "spec"]] = "item"
@@ -389,8 +382,7 @@ class RestartPolicies(ReplicaRule):
 _EMPTY = "{path}: Required value: must be required"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReplicaRules:
+class ReplicaRules(Struct, frozen=True, kw_only=True):
     """The replica rules of one job kind, for :func:`~jobcontroller.api.crd.build_crd` (CEL)
     and :func:`~jobcontroller.api.validation.job_errors` (Python).
 

@@ -13,10 +13,11 @@ refusals in a row) for the planner to act on; the next successful creation clear
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+
+import msgspec
+from msgspec import Struct, field
 
 from jobcontroller.controller.adoption import Adoption
 from jobcontroller.controller.state import JobStates
@@ -61,8 +62,7 @@ def _is_permanent_refusal(exc: ApiError) -> bool:
     return not any(marker in text for marker in _ADMISSION_MARKERS)
 
 
-@dataclass(slots=True)
-class Executed:
+class Executed(Struct):
     """What one pass did."""
 
     errors: list[Exception] = field(default_factory=list)
@@ -258,7 +258,7 @@ class Executor:
         state = self._states.of(key)
         last = state.create_failure
         if last is not None and last.same_cause(failure):
-            failure = dataclasses.replace(failure, count=last.count + 1)
+            failure = msgspec.structs.replace(failure, count=last.count + 1)
         state.create_failure = failure
 
     def _still_wanted(self, job: Obj, kind: str) -> bool:

@@ -9,8 +9,9 @@ metrics. ``JobController[JobT]`` inherits all of them; mark an override ``@overr
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from jobcontroller.api.crd import build_crd
 from jobcontroller.controller.watch import Caches
@@ -21,8 +22,7 @@ from jobcontroller.runtime.metrics import Metrics
 __all__ = ["ControllerHooks", "RuntimeHooks", "Setup"]
 
 
-@dataclass(frozen=True, slots=True)
-class Setup:
+class Setup(Struct, frozen=True):
     """What a framework's :meth:`~ControllerHooks.on_setup` gets when its controller is wired."""
 
     caches: Caches

@@ -26,10 +26,10 @@ import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from msgspec import Struct
 
 from jobcontroller.core.progress import ProgressTarget
 from jobcontroller.runtime.kube import PODS, ApiError, KubeApi, Resource
@@ -56,8 +56,7 @@ MAX_CACHED = 4096
 MAX_REVIEWS_IN_FLIGHT = 8
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(Struct, frozen=True):
     """200 (allowed), 401 (not authenticated), 403 (not this job's pod), 429, 500."""
 
     code: int

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+from msgspec import Struct, field
 
 from jobcontroller.core.progress import ReportError
 
@@ -23,14 +23,12 @@ Write = Callable[[str, str, Obj], Awaitable[bool]]
 """``(namespace, name, trainerStatus) -> whether it was written`` (False: it changed nothing)."""
 
 
-@dataclass(slots=True)
-class _Slot:
+class _Slot(Struct):
     pending: Obj | None = None
     task: asyncio.Task[None] | None = None
 
 
-@dataclass(slots=True)
-class Coalescer:
+class Coalescer(Struct):
     """At most one status write per job per ``interval`` seconds, the latest report
     winning. Memory: one slot per job that reported within the last interval."""
 

@@ -43,10 +43,10 @@ import socket
 import ssl
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from msgspec import Struct
 from prometheus_client import CollectorRegistry, Counter
 
 from jobcontroller.controller.progressauth import PodCheck, TokenAuthorizer, Verdict
@@ -149,8 +149,7 @@ def _too_large() -> Reply:
     return _status(413, "RequestEntityTooLarge", f"the body exceeds {MAX_BODY_BYTES} bytes")
 
 
-@dataclass(frozen=True, slots=True)
-class _Kind:
+class _Kind(Struct, frozen=True):
     resource: Resource
     current: Callable[[str, str], Obj | None]
     coalescer: Coalescer

@@ -12,7 +12,8 @@ operator runs for months and sees millions of jobs come and go.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+
+from msgspec import Struct, field
 
 from jobcontroller.core.types import CreateFailure, Obj
 from jobcontroller.runtime.expectations import Expectations
@@ -20,8 +21,7 @@ from jobcontroller.runtime.expectations import Expectations
 __all__ = ["InFlightStatus", "JobState", "JobStates"]
 
 
-@dataclass(slots=True)
-class JobState:
+class JobState(Struct):
     """What is remembered about one job."""
 
     foreign: dict[tuple[str, str], Obj] = field(default_factory=dict)
@@ -47,8 +47,7 @@ class JobState:
     planner does not check that spec again."""
 
 
-@dataclass(slots=True)
-class InFlightStatus:
+class InFlightStatus(Struct):
     """A status PUT not yet answered (``JobStates.status_in_flight``)."""
 
     status: Obj

@@ -22,8 +22,9 @@ and adopted when the object in the way turns out to be the job's own.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 from jobcontroller.api.common import JobModel
 from jobcontroller.api.deepcopy import deep_copy
@@ -62,8 +63,7 @@ __all__ = [
 REASON_CHILD_EXISTS = "ErrResourceExists"
 
 
-@dataclass(frozen=True, slots=True)
-class ChildPlan:
+class ChildPlan(Struct, frozen=True):
     actions: list[Action] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     conflicts: list[tuple[str, str]] = field(default_factory=list)

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 __all__ = ["Child", "Children"]
 
 
-@dataclass(frozen=True, slots=True)
-class Child:
+class Child(Struct, frozen=True):
     """One object a job should have."""
 
     kind: str
@@ -62,8 +62,7 @@ class Child:
     ``discover_hosts.sh``; a patch no longer needed once the wait is over is never sent."""
 
 
-@dataclass(frozen=True, slots=True)
-class Children:
+class Children(Struct, frozen=True):
     """What :meth:`FrameworkOf.children` declares."""
 
     kinds: frozenset[str] = frozenset()

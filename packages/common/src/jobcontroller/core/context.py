@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Generic, Literal
+
+from msgspec import Struct, field
 
 from jobcontroller.api.common import JobStatus
 from jobcontroller.core.names import (
@@ -41,8 +42,7 @@ def aware(value: datetime) -> datetime:
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-@dataclass(slots=True)
-class PlanContext(Generic[JobT]):
+class PlanContext(Struct, Generic[JobT]):
     """One pass over a job of ``fw``'s kind: ``job`` is that framework's own model."""
 
     fw: FrameworkOf[JobT]

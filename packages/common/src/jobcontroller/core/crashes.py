@@ -21,10 +21,11 @@ created again under the same name starts clean. Pure: the caller reads and write
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from datetime import datetime
 from enum import IntEnum
 from typing import Any
+
+from msgspec import Struct, field
 
 from jobcontroller.core.lifecycle import fail_unplanned, stored_status
 from jobcontroller.core.types import Plan
@@ -71,8 +72,7 @@ def crash_key(kind: str, key: str) -> str:
     return f"{kind}:{key}"
 
 
-@dataclass(slots=True)
-class CrashRecord:
+class CrashRecord(Struct):
     """Jobs in flight (key -> UID) and crash counts (key -> (UID, count)).
 
     Its text is a log of JSON lines, replayed in order: a snapshot (what :meth:`to_text`

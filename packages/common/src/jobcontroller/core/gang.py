@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from jobcontroller.api.common import JobConditionType, JobModel, RestartScope
 from jobcontroller.core.conditions import (
@@ -76,8 +77,7 @@ def restart_all(job: JobModel[Any]) -> bool:
     return job.run_policy.restart_scope == RestartScope.ALL
 
 
-@dataclass(frozen=True, slots=True)
-class GangRestart:
+class GangRestart(Struct, frozen=True):
     """The last gang restart ordered for a job (its ``gang-restart`` annotation)."""
 
     generation: int = 0
@@ -157,8 +157,7 @@ def _pod_reason(pod: Obj, container: str | None) -> str:
     return str(terminated.get("reason") or pod_reason(pod))
 
 
-@dataclass(frozen=True, slots=True)
-class _Failure:
+class _Failure(Struct, frozen=True):
     rtype: str
     pod: Obj
     verdict: FailedPodVerdict

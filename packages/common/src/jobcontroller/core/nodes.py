@@ -23,10 +23,11 @@ job back when the grace period ends. Nothing happens while the node cache is unk
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import timedelta
+
+import msgspec
+from msgspec import Struct
 
 from jobcontroller.api.common import RestartPolicy
 from jobcontroller.core.conditions import REASON_FAILED, new_reason, parse_time
@@ -41,8 +42,7 @@ __all__ = ["REASON_NODE_LOST", "LostPod", "fail_for_lost_pods", "mark_lost_pods"
 REASON_NODE_LOST = "NodeLost"
 
 
-@dataclass(frozen=True, slots=True)
-class LostPod:
+class LostPod(Struct, frozen=True):
     pod: Obj
     """The pod as the cache holds it."""
     node: str
@@ -127,7 +127,7 @@ def mark_lost_pods(ctx: PlanContext[JobT]) -> list[LostPod]:
         ctx.delete(POD, pod, reason=REASON_NODE_LOST)
         ctx.event("Warning", REASON_NODE_LOST, message)
     if lost:
-        ctx.observed = dataclasses.replace(ctx.observed, pods=tuple(view))
+        ctx.observed = msgspec.structs.replace(ctx.observed, pods=tuple(view))
     return lost
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from jobcontroller.api.common import JobModel, ReplicaSpec
 from jobcontroller.api.deepcopy import deep_copy
@@ -38,8 +39,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class BuiltPod:
+class BuiltPod(Struct, frozen=True):
     body: Obj
     template_restart_policy: bool
     """The template set its own restartPolicy, which the replica spec's overrides."""
@@ -47,8 +47,7 @@ class BuiltPod:
     """Gang scheduling is on but the template names another scheduler (kept as is)."""
 
 
-@dataclass(frozen=True, slots=True)
-class BuiltTemplate:
+class BuiltTemplate(Struct, frozen=True):
     template: Obj
     template_restart_policy: bool
     """The template set its own restartPolicy, which the replica spec's overrides."""

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import dataclass
 from typing import Any
+
+from msgspec import Struct
 
 from jobcontroller.core.names import JOB_NAME_LABEL
 from jobcontroller.core.types import Action, CreateObject, Observed, PatchObject
@@ -68,8 +69,7 @@ PROGRESS = "progress"
 or its certificate not loaded yet: the pods get no progress env)."""
 
 
-@dataclass(frozen=True, slots=True)
-class ProgressTarget:
+class ProgressTarget(Struct, frozen=True):
     """The kind a report is about, as its URL and token audience name it."""
 
     group: str
@@ -89,8 +89,7 @@ class ProgressTarget:
         return f"{self.group}/{self.version}/namespaces/{namespace}/{self.plural}/{name}/status"
 
 
-@dataclass(frozen=True, slots=True)
-class ProgressEndpoint:
+class ProgressEndpoint(Struct, frozen=True):
     """What a planner needs of the endpoint (:attr:`Observed.extra`'s :data:`PROGRESS`)."""
 
     url: str

@@ -9,8 +9,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from fractions import Fraction
+
+from msgspec import Struct, field
 
 __all__ = ["ResourceSum", "format_quantity", "parse_quantity"]
 
@@ -58,8 +59,7 @@ def format_quantity(value: Fraction, *, binary: bool) -> str:
     return f"{math.ceil(value * 10**9)}n"
 
 
-@dataclass(slots=True)
-class ResourceSum:
+class ResourceSum(Struct):
     """A running sum of resource lists; each resource keeps the format of its first term."""
 
     totals: dict[str, Fraction] = field(default_factory=dict)

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
+
+from msgspec import Struct, field
 
 from jobcontroller.api.common import RestartPolicy
 from jobcontroller.core.names import RESTART_COUNT_ANNOTATION, RESTARTED_PODS_ANNOTATION
@@ -88,8 +89,7 @@ def _name(pod: Obj) -> str:
     return str((pod.get("metadata") or {}).get("name") or "")
 
 
-@dataclass(frozen=True, slots=True)
-class RestartLedger:
+class RestartLedger(Struct, frozen=True):
     """Restarts of pods that are gone, read from (and written to) the job's annotations."""
 
     count: int = 0

@@ -10,10 +10,10 @@ from __future__ import annotations
 import datetime as dt
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar
 
+from msgspec import Struct, field
 from typing_extensions import override
 
 from jobcontroller.api.common import MAX_REPLICAS, JobModel, JobStatus
@@ -42,8 +42,7 @@ class JobMetric(StrEnum):
     DELETED = "deleted"
 
 
-@dataclass(frozen=True, slots=True)
-class CreateObject:
+class CreateObject(Struct, frozen=True):
     """Create ``body`` (a complete object: apiVersion, kind, metadata with namespace, name,
     labels and the job's controller ownerReference)."""
 
@@ -60,8 +59,7 @@ class CreateObject:
         return str(self.body["metadata"]["name"])
 
 
-@dataclass(frozen=True, slots=True)
-class DeleteObject:
+class DeleteObject(Struct, frozen=True):
     """Delete one object, with a UID precondition so a same-named successor is never hit."""
 
     kind: str
@@ -75,8 +73,7 @@ class DeleteObject:
     deletion); None for the object's own grace period."""
 
 
-@dataclass(frozen=True, slots=True)
-class PatchObject:
+class PatchObject(Struct, frozen=True):
     """Merge-patch an object the job owns (PodGroup spec, HPA bounds, ConfigMap data...) or
     the job itself (``kind`` is the job's Kind: the restart ledger annotations)."""
 
@@ -88,16 +85,14 @@ class PatchObject:
     """It may wait while the API client's rate limiter is saturated (``Child.patch_can_wait``)."""
 
 
-@dataclass(frozen=True, slots=True)
-class DeleteJob:
+class DeleteJob(Struct, frozen=True):
     """Delete the job itself (its TTL after finishing has passed)."""
 
 
 Action = CreateObject | DeleteObject | PatchObject | DeleteJob
 
 
-@dataclass(frozen=True, slots=True)
-class Event:
+class Event(Struct, frozen=True):
     """A core/v1 Event to record on the job."""
 
     type: Literal["Normal", "Warning"]
@@ -105,8 +100,7 @@ class Event:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class PlanConfig:
+class PlanConfig(Struct, frozen=True):
     """Operator-wide settings that shape plans (from flags)."""
 
     gang_scheduler_name: str = ""
@@ -144,8 +138,7 @@ class PlanConfig:
     with reason NodeLost (``--node-lost-grace-period``); 0 turns NodeLost handling off."""
 
 
-@dataclass(frozen=True, slots=True)
-class NodeState:
+class NodeState(Struct, frozen=True):
     """What the node informer keeps of a Node: whether it is Ready, and since when."""
 
     ready: bool
@@ -153,8 +146,7 @@ class NodeState:
     """When the Ready condition last changed (the node's creation when it has none)."""
 
 
-@dataclass(frozen=True, slots=True)
-class CreateFailure:
+class CreateFailure(Struct, frozen=True):
     """The job's latest creation failure, as the executor saw it, and how often in a row."""
 
     kind: str
@@ -173,8 +165,7 @@ class CreateFailure:
         return (self.kind, self.code, self.reason) == (other.kind, other.code, other.reason)
 
 
-@dataclass(frozen=True, slots=True)
-class Observed:
+class Observed(Struct, frozen=True):
     """What the informer caches hold for one job, at one instant.
 
     ``pods``, ``services`` and ``owned`` hold only objects whose controller ownerReference is
@@ -239,8 +230,7 @@ class ServedKind(Protocol):
     PLURAL: ClassVar[str]
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(Struct, frozen=True):
     """The outcome of planning one reconcile."""
 
     actions: tuple[Action, ...] = ()
@@ -255,8 +245,7 @@ class Plan:
     tolerate; for the controller to hand back as ``Observed.valid_spec``."""
 
 
-@dataclass(frozen=True, slots=True)
-class LifecycleWords:
+class LifecycleWords(Struct, frozen=True):
     """What the Created, Suspended and Resumed conditions and their events say.
 
     The training-operator's words by default (:meth:`training_operator`); a framework whose
@@ -288,8 +277,7 @@ class LifecycleWords:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class GangFlavor:
+class GangFlavor(Struct, frozen=True):
     """How a framework's anchor builds its Volcano PodGroup and joins its pods to it.
 
     The training-operator's way by default; mpi-operator's is :meth:`mpi_operator`.
@@ -319,8 +307,7 @@ class GangFlavor:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class ReplicaPods:
+class ReplicaPods(Struct, frozen=True):
     """The pods of one replica type, grouped by index (a slot may briefly hold two pods)."""
 
     rtype: str
@@ -328,8 +315,7 @@ class ReplicaPods:
     by_index: Mapping[int, Sequence[Obj]]
 
 
-@dataclass(frozen=True, slots=True)
-class ExtraObjects:
+class ExtraObjects(Struct, frozen=True):
     """What a framework's :meth:`FrameworkOf.extra_objects` decided."""
 
     actions: Sequence[Action] = ()

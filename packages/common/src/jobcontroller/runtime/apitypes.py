@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Self
 from urllib.parse import quote
+
+from msgspec import Struct
 
 Obj = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class Resource:
+class Resource(Struct, frozen=True):
     """One API resource: enough to build its URL and to fill in list items' apiVersion/kind."""
 
     group: str

@@ -35,11 +35,11 @@ import socket
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 import structlog
+from msgspec import Struct
 from prometheus_client.core import CounterMetricFamily, Metric
 
 from jobcontroller.runtime.clock import Clock, monotonic
@@ -90,8 +90,7 @@ class _EventApi(Protocol):
     ) -> dict[str, Any]: ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CorrelatorSettings:
+class CorrelatorSettings(Struct, frozen=True, kw_only=True):
     """Aggregation and spam-filter limits (defaults are client-go's)."""
 
     burst: int = 25
@@ -113,8 +112,7 @@ class CorrelatorSettings:
     """Entries per cache (LRU), bounding memory for operators with many objects."""
 
 
-@dataclass(frozen=True, slots=True)
-class ObservedEvent:
+class ObservedEvent(Struct, frozen=True):
     """What the correlator decided to write for one ``record`` call."""
 
     namespace: str
@@ -126,22 +124,19 @@ class ObservedEvent:
     new: bool
 
 
-@dataclass(slots=True)
-class _Repeat:
+class _Repeat(Struct):
     name: str
     count: int
     first_timestamp: str
     last_seen: float
 
 
-@dataclass(slots=True)
-class _Bucket:
+class _Bucket(Struct):
     tokens: float
     at: float
 
 
-@dataclass(slots=True)
-class _Similar:
+class _Similar(Struct):
     messages: set[str]
     last_seen: float
 
@@ -262,8 +257,7 @@ PRECIOUS_REASON_SUFFIXES = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class EventRecorderStatistics:
+class EventRecorderStatistics(Struct, frozen=True):
     pending: int
     created_total: int
     patched_total: int
@@ -276,8 +270,7 @@ class EventRecorderStatistics:
     failed_total: int
 
 
-@dataclass(slots=True)
-class _Pending:
+class _Pending(Struct):
     body: dict[str, Any]
     new: bool
 

@@ -29,9 +29,8 @@ Single event loop, no locks. The clock is injectable and must be monotonic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import structlog
+from msgspec import Struct
 
 from jobcontroller.runtime.clock import Clock, monotonic
 
@@ -43,8 +42,7 @@ DEFAULT_EXPECTATIONS_TIMEOUT = 300.0
 log = structlog.get_logger(__name__)
 
 
-@dataclass(slots=True)
-class _Record:
+class _Record(Struct):
     creations: int
     deletions: int
     #: When writes were last expected; the expiry counts from the latest promise, as upstream's
@@ -55,8 +53,7 @@ class _Record:
         return self.creations <= 0 and self.deletions <= 0
 
 
-@dataclass(frozen=True, slots=True)
-class ExpectationsStatistics:
+class ExpectationsStatistics(Struct, frozen=True):
     """A snapshot of an :class:`Expectations` cache."""
 
     #: Keys with writes not yet observed (expired ones included until next checked).

@@ -15,10 +15,10 @@ import importlib.metadata
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
+from msgspec import Struct, field
 from typing_extensions import override
 
 from jobcontroller.runtime.logging import LOG_LEVELS, LogFormat
@@ -31,8 +31,7 @@ AddFlags = Callable[[argparse.ArgumentParser], None]
 T = TypeVar("T")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Settings:
+class Settings(Struct, frozen=True, kw_only=True):
     """Process settings of one operator, as given on its command line."""
 
     kubeconfig: str | None = None
@@ -276,7 +275,7 @@ def parse_settings(
     parsed = vars(parser.parse_args(args))
     _apply_bind_addresses(parser, parsed)
 
-    own = {f.name for f in fields(Settings)} - {"extras"}
+    own = set(Settings.__struct_fields__) - {"extras"}
     settings = Settings(
         **{k: v for k, v in parsed.items() if k in own},
         extras={k: v for k, v in parsed.items() if k not in own},

@@ -59,10 +59,10 @@ import contextlib
 import inspect
 import random
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from msgspec import Struct
 
 from jobcontroller.runtime.clock import Clock, monotonic
 from jobcontroller.runtime.kube import ApiError, KubeApi, Resource, WatchInactive
@@ -133,8 +133,7 @@ def compact_node(obj: Obj) -> Obj:
     return kept
 
 
-@dataclass(frozen=True, slots=True)
-class InformerSettings:
+class InformerSettings(Struct, frozen=True):
     """Timing of an :class:`Informer`; the defaults are client-go's."""
 
     min_watch_timeout: int = 300
@@ -221,8 +220,7 @@ class Backoff:
         return min(self._maximum, base * (1.0 + self._jitter * (self._rng() - 0.5)))
 
 
-@dataclass(frozen=True, slots=True)
-class InformerStatistics:
+class InformerStatistics(Struct, frozen=True):
     """A snapshot of an :class:`Informer`."""
 
     resource: str

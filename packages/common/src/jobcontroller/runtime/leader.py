@@ -25,11 +25,11 @@ import asyncio
 import random
 import socket
 import uuid
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
+from msgspec import Struct, field
 
 from jobcontroller.runtime.clock import Clock, monotonic
 from jobcontroller.runtime.kube import LEASES, ApiError, KubeApi
@@ -56,8 +56,7 @@ def default_identity() -> str:
     return f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LeaderElectionConfig:
+class LeaderElectionConfig(Struct, frozen=True, kw_only=True):
     """Where the Lease lives and the timing of the election (controller-runtime's defaults)."""
 
     namespace: str

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from jobcontroller.runtime.flags import Settings
 
@@ -28,8 +29,7 @@ DEFAULT_MIN_INTERVAL = 5.0
 one per 5 s on the client side; this holds whatever a pod sends."""
 
 
-@dataclass(frozen=True, slots=True)
-class ProgressSettings:
+class ProgressSettings(Struct, frozen=True):
     """Where and how the endpoint serves (``--trainjob-status-*`` flags)."""
 
     port: int = DEFAULT_PORT

@@ -22,8 +22,9 @@ import math
 import sys
 from collections import deque
 from collections.abc import Hashable
-from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
+
+from msgspec import Struct
 
 from jobcontroller.runtime.clock import Clock, monotonic
 
@@ -186,8 +187,7 @@ def default_controller_rate_limiter(*, clock: Clock = monotonic) -> MaxOfRateLim
     )
 
 
-@dataclass(frozen=True, slots=True)
-class TokenBucketStatistics:
+class TokenBucketStatistics(Struct, frozen=True):
     """A snapshot of a :class:`TokenBucket`."""
 
     qps: float

@@ -4,7 +4,8 @@ long to wait first (see :mod:`jobcontroller.runtime.kube` for why these verbs an
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+
+from msgspec import Struct
 
 from jobcontroller.runtime.http1 import ConnectFailed, HttpError
 
@@ -14,8 +15,7 @@ _IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "PATCH", "DELETE"})
 _RETRY_STATUSES = frozenset({500, 502, 503, 504})
 
 
-@dataclass(frozen=True, slots=True)
-class ApiSettings:
+class ApiSettings(Struct, frozen=True):
     """Timeouts and retry policy of a :class:`KubeApi`."""
 
     connect_timeout: float = 10.0

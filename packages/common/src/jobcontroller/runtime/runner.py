@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import signal
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
@@ -31,13 +32,14 @@ import structlog
 from jobcontroller.runtime.events import EventRecorder
 from jobcontroller.runtime.flags import Settings, parse_settings
 from jobcontroller.runtime.kube import KubeApi
+from jobcontroller.runtime.kubeconfig import load_config
 from jobcontroller.runtime.leader import LeaderElectionConfig, LeaderElector, LeadershipLost
 from jobcontroller.runtime.logging import configure_logging
 from jobcontroller.runtime.manager import Controller, Manager
 from jobcontroller.runtime.metrics import Metrics
 from jobcontroller.runtime.server import OperatorServer
 
-__all__ = ["Build", "new_event_loop", "run_loop", "run_operator", "serve"]
+__all__ = ["Build", "freeze_what_lives", "new_event_loop", "run_loop", "run_operator", "serve"]
 
 T = TypeVar("T")
 
@@ -57,13 +59,34 @@ def run_operator(
     build: Build,
     add_flags: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> int:
-    """Parse flags, run operator ``name`` until stopped, and return the exit status."""
-    settings = parse_settings(name=name, argv=argv, add_flags=add_flags)
-    configure_logging(fmt=settings.log_format, level=settings.log_level)
+    """Parse flags, run operator ``name`` until stopped, and return the exit status.
+
+    The cyclic garbage collector is paused from here until the controllers are built, then
+    what exists is frozen (:func:`freeze_what_lives`)."""
+    gc.disable()
     try:
-        return run_loop(serve(name=name, settings=settings, build=build))
+        settings = parse_settings(name=name, argv=argv, add_flags=add_flags)
+        configure_logging(fmt=settings.log_format, level=settings.log_level)
+        return run_loop(
+            serve(name=name, settings=settings, build=build, after_build=freeze_what_lives)
+        )
     except KeyboardInterrupt:  # a signal before the handlers were installed
         return 1
+    finally:
+        gc.enable()
+
+
+def freeze_what_lives() -> None:
+    """Move every object that exists now to the collector's permanent generation and resume
+    collecting. Called once the controllers are built: by then the process holds what it
+    keeps until it exits (the modules of every enabled kind, their classes and models, the
+    flags, the controllers), some hundred thousand objects that the cyclic collector would
+    otherwise walk in each full collection (:func:`gc.freeze`, as CPython's documentation
+    suggests after the imports of a long-lived process). Paused while they were made, it
+    walked them over and over for nothing to collect: about a tenth of a start's CPU time
+    here. Nothing frozen is leaked: reference counting still frees it."""
+    gc.freeze()
+    gc.enable()
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -81,8 +104,15 @@ def run_loop(main: Coroutine[Any, Any, T]) -> T:
         return runner.run(main)
 
 
-async def serve(*, name: str, settings: Settings, build: Build) -> int:
-    """The async body of :func:`run_operator`, for callers that already parsed settings."""
+async def serve(
+    *,
+    name: str,
+    settings: Settings,
+    build: Build,
+    after_build: Callable[[], None] | None = None,
+) -> int:
+    """The async body of :func:`run_operator`, for callers that already parsed settings.
+    ``after_build`` is called once the controllers are built, before anything is listed."""
     log.info(
         "starting operator",
         operator=name,
@@ -98,8 +128,10 @@ async def serve(*, name: str, settings: Settings, build: Build) -> int:
     events_api: KubeApi | None = None
     server: OperatorServer | None = None
     try:
-        api = await KubeApi.from_config(
-            kubeconfig=settings.kubeconfig,
+        # One read of the kubeconfig (and one TLS context) for the three clients.
+        config = load_config(settings.kubeconfig)
+        api = KubeApi(
+            config,
             qps=settings.kube_api_qps,
             burst=settings.kube_api_burst,
             metrics=metrics,
@@ -107,8 +139,8 @@ async def serve(*, name: str, settings: Settings, build: Build) -> int:
         )
         # Events get a client and a QPS budget of their own (as large as the main one), so a
         # burst of pod creations never starves them and they never delay a pod.
-        events_api = await KubeApi.from_config(
-            kubeconfig=settings.kubeconfig,
+        events_api = KubeApi(
+            config,
             qps=settings.kube_api_qps,
             burst=settings.kube_api_burst,
             metrics=metrics,
@@ -116,8 +148,8 @@ async def serve(*, name: str, settings: Settings, build: Build) -> int:
         )
         elector = None
         if settings.leader_elect:
-            leader_api = await KubeApi.from_config(
-                kubeconfig=settings.kubeconfig,
+            leader_api = KubeApi(
+                config,
                 qps=_LEADER_API_QPS,
                 burst=_LEADER_API_BURST,
                 user_agent=f"{name}-leader-election",
@@ -149,6 +181,8 @@ async def serve(*, name: str, settings: Settings, build: Build) -> int:
         signals.attach(manager)
         for controller in build(settings, manager):
             manager.add(controller)
+        if after_build is not None:
+            after_build()
 
         server = OperatorServer(
             registry=metrics.registry,

@@ -12,8 +12,9 @@ cluster-scoped object.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any
+
+from msgspec import Struct, field
 
 Obj = dict[str, Any]
 IndexFunc = Callable[[Obj], Iterable[str]]
@@ -101,8 +102,7 @@ def _label_index_name(label_key: str) -> str:
     return f"label:{label_key}"
 
 
-@dataclass(slots=True)
-class ReplaceDiff:
+class ReplaceDiff(Struct):
     """What a relist changed, in the order handlers should hear about it."""
 
     added: list[Obj] = field(default_factory=list)

@@ -62,10 +62,10 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Hashable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 import structlog
+from msgspec import Struct
 
 from jobcontroller.runtime.ratelimit import RateLimiter, default_controller_rate_limiter
 
@@ -91,8 +91,7 @@ class QueueShutDown(Exception):
     """Raised by :meth:`WorkQueue.get` once the queue is shut down: the worker should exit."""
 
 
-@dataclass(frozen=True, slots=True)
-class WorkQueueStatistics:
+class WorkQueueStatistics(Struct, frozen=True):
     """A snapshot of a :class:`WorkQueue`, for debugging endpoints and tests."""
 
     name: str
