@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -121,3 +124,28 @@ def test_unknown_level_or_format_is_rejected() -> None:
         configure_logging(fmt="json", level="loud")
     with pytest.raises(ValueError):
         configure_logging(fmt="xml", level="info")  # type: ignore[arg-type]
+
+
+OPERATOR_ENTRY_MODULES = [
+    f"{kind}_operator.__main__"
+    for kind in ("training", "tf", "pytorch", "mpi", "xgboost", "paddle", "jax", "trainer")
+]
+
+
+@pytest.mark.parametrize("module", OPERATOR_ENTRY_MODULES)
+def test_an_operator_never_imports_rich_though_it_is_installed(module: str) -> None:
+    """The development environment has rich (kfjob's); an operator's process imports structlog
+    without it, so its logs and its start are those of the image, which has no rich. rich is
+    still importable afterwards, for whoever wants it."""
+    assert importlib.util.find_spec("rich") is not None, "this environment should have rich"
+    code = (
+        "import sys\n"
+        f"import {module}\n"
+        "import structlog.dev\n"
+        "assert 'rich' not in sys.modules, sorted(m for m in sys.modules if 'rich' in m)\n"
+        "assert structlog.dev.rich is None\n"
+        "import rich.console\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout) == (0, "ok\n"), done.stderr

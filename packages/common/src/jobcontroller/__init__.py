@@ -9,6 +9,27 @@ Framework packages import only from here, :mod:`jobcontroller.api` and
 """
 
 import gc as _gc
+import sys as _sys
+
+
+def _import_structlog_without_rich() -> None:
+    """Import structlog with rich hidden from it. structlog's console renderer and tracebacks
+    use rich whenever it can be imported, and rich is there in a development environment (kfjob
+    brings it) but not in the operators' image: log lines that differed with the environment,
+    and an operator that paid rich's import where it was installed (about 5 MB and a fifth of
+    a start's CPU time, ``docs/performance.md``). Now an operator's logs and costs are the same
+    everywhere. rich itself stays importable afterwards; a process that imported it before
+    the library (kfjob's commands may) keeps structlog's rich formatting."""
+    if "structlog" in _sys.modules or "rich" in _sys.modules:
+        return
+    _sys.modules["rich"] = None  # type: ignore[assignment]  # ``import rich`` fails: none
+    try:
+        import structlog  # noqa: F401
+    finally:
+        del _sys.modules["rich"]
+
+
+_import_structlog_without_rich()
 
 # Importing the library (pydantic, the models, every module) allocates some hundred thousand
 # objects and frees almost none: the cyclic collector would walk them again and again for

@@ -20,8 +20,6 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import structlog
-
 from jobcontroller import (
     PlanConfig,
     Reconciler,
@@ -38,8 +36,6 @@ from pytorch_operator.__main__ import add_flags as add_pytorch_flags
 
 NAME = "training-operator"
 TRAINJOB = "trainjob"
-
-log = structlog.get_logger(__name__)
 
 # Each framework's package is imported only when its kind is enabled: its API models and
 # controller are most of what a kind costs at start (bench/bench_startup.py).
@@ -190,7 +186,11 @@ def _trainjob_lookups(argv: list[str]) -> tuple[bool, frozenset[str]]:
     ask = [] if named(settings) else list(TRAINJOB_CRDS)
     answers = lookup_crds(settings, [*ask, *POD_GROUP_CRDS])
     if ask and all_installed(answers, ask) is False:
-        log.warning(
+        # Imported here, not at the top (where it would come before jobcontroller, which
+        # imports it with rich hidden: jobcontroller/__init__.py).
+        import structlog
+
+        structlog.get_logger(__name__).warning(
             "TrainJobs are not served: the JobSet or Trainer CRDs are not installed "
             "(name trainjob in --enable-scheme to serve them regardless)",
             crds=list(TRAINJOB_CRDS),
