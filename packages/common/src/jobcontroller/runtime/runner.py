@@ -84,7 +84,8 @@ def freeze_what_lives() -> None:
     otherwise walk in each full collection (:func:`gc.freeze`, as CPython's documentation
     suggests after the imports of a long-lived process). Paused while they were made, it
     walked them over and over for nothing to collect: about a tenth of a start's CPU time
-    here. Nothing frozen is leaked: reference counting still frees it."""
+    here. Reference counting still frees a frozen object; only a cycle already unreachable
+    at the freeze stays (a start makes little such garbage, once)."""
     gc.freeze()
     gc.enable()
 
