@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from jobcontroller.operator import add_job_flags
-from jobcontroller.runtime.flags import parse_settings
+from jobcontroller.runtime.flags import Settings, parse_settings
 from training_operator.__main__ import add_flags, enabled
 
 
@@ -78,8 +79,13 @@ def test_trainjob_is_served_by_default_only_where_jobset_is_installed(
     calls: list[tuple[str, ...]] = []
     looked_up: list[object] = []
 
-    def lookup_crds(settings: object, names: list[str]) -> dict[str, bool | None]:
+    def lookup_crds(
+        settings: object, names: list[str], needed: Sequence[str] = ()
+    ) -> dict[str, bool | None]:
         calls.append(tuple(names))
+        # Found missing, the TrainJob controller's CRDs end the lookups (nothing then needs
+        # the PodGroup CRDs).
+        assert list(needed) == ([] if not asked else list(main.TRAINJOB_CRDS))
         return {name: installed if name in main.TRAINJOB_CRDS else True for name in names}
 
     def pod_groups(settings: object, answers: dict[str, bool | None]) -> frozenset[str]:
@@ -115,7 +121,7 @@ def test_nothing_is_looked_up_when_trainjobs_are_not_asked_for(
 ) -> None:
     import training_operator.__main__ as main
 
-    def lookup_crds(settings: object, names: list[str]) -> dict[str, bool | None]:
+    def lookup_crds(settings: object, names: list[str], **_: object) -> dict[str, bool | None]:
         raise AssertionError(f"looked up {names}")
 
     monkeypatch.setattr(main, "lookup_crds", lookup_crds)
@@ -138,7 +144,7 @@ def test_deciding_to_serve_trainjobs_asks_for_the_controllers_crds_without_impor
     assert tuple(POD_GROUP_CRDS.values()) == SPELLED_OUT
     probe = (
         "import sys, training_operator.__main__ as m\n"
-        "m.lookup_crds = lambda settings, names: dict.fromkeys(names, False)\n"
+        "m.lookup_crds = lambda settings, names, needed: dict.fromkeys(names, False)\n"
         "assert m._trainjob_lookups(['run']) == (False, frozenset())\n"
         "heavy = ('trainer_operator', 'cryptography')\n"
         "print(sorted(n for n in sys.modules if n.startswith(heavy)))"
@@ -161,7 +167,9 @@ def test_the_served_trainjob_controller_watches_the_installed_pod_group_kinds(
 
     looked_up: list[object] = []
     built: list[Any] = []
-    monkeypatch.setattr(main, "lookup_crds", lambda settings, names: dict.fromkeys(names, True))
+    monkeypatch.setattr(
+        main, "lookup_crds", lambda settings, names, needed: dict.fromkeys(names, True)
+    )
 
     def installed(settings: object, answers: object = None) -> frozenset[str]:
         looked_up.append(settings)
@@ -188,3 +196,62 @@ def test_the_served_trainjob_controller_watches_the_installed_pod_group_kinds(
     assert looked_up == []
     assert main.main(["manifests"]) == 0
     assert looked_up == []
+
+
+def test_the_lookups_wait_on_the_api_server_while_the_other_kinds_are_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The CRD lookups run on a thread of their own from the start: the v1 kinds' controllers
+    are built while they wait for the API server, and only the TrainJob controller waits for
+    their answers. Not served, TrainJobs are warned about once the operator's logging is set
+    (the warning used to go out before it, in the console format whatever ``--log-format``)."""
+    import threading
+
+    import structlog
+
+    import training_operator.__main__ as main
+    from jobcontroller import PlanConfig
+
+    tfjob_built = threading.Event()
+    seen_while_asking: list[bool] = []
+    threads: list[str] = []
+
+    def lookup_crds(
+        settings: object, names: list[str], needed: Sequence[str] = ()
+    ) -> dict[str, bool | None]:
+        threads.append(threading.current_thread().name)
+        # An API server slow to answer: the main thread builds the other kinds meanwhile.
+        seen_while_asking.append(tfjob_built.wait(timeout=10))
+        return {name: name not in main.TRAINJOB_CRDS for name in names}
+
+    original = main.SCHEMES["tfjob"]
+
+    def tfjob(config: PlanConfig, settings: Settings) -> Any:
+        built = original(config, settings)
+        tfjob_built.set()
+        return built
+
+    built: list[Any] = []
+
+    def run(**kwargs: Any) -> int:
+        settings = parse_settings(name=main.NAME, argv=kwargs["argv"], add_flags=main._flags)
+        built.extend(kwargs["controllers"](PlanConfig(), settings))
+        return 0
+
+    monkeypatch.setattr(main, "lookup_crds", lookup_crds)
+    monkeypatch.setitem(main.SCHEMES, "tfjob", tfjob)
+    monkeypatch.setattr(main, "run_job_operators", run)
+    with structlog.testing.capture_logs() as logs:
+        assert main.main(["run"]) == 0
+    assert seen_while_asking == [True]
+    assert threads == ["crd-lookups"]
+    assert sorted(type(c).__name__ for c in built) == [
+        "JAXJobController",
+        "MPIJobController",
+        "PaddleJobController",
+        "PyTorchJobController",
+        "TFJobController",
+        "XGBoostJobController",
+    ]
+    [warning] = [e for e in logs if e["log_level"] == "warning"]
+    assert warning["event"].startswith("TrainJobs are not served")

@@ -112,6 +112,29 @@ def test_each_crd_is_answered_from_one_client_on_one_connection(api: FakeApi) ->
     ]
 
 
+def test_nothing_is_asked_after_a_needed_crd_is_found_missing(api: FakeApi) -> None:
+    """What needs the missing CRD is not served: the CRDs after it are not asked for (a
+    cluster without JobSet answers the all-in-one's start in two GETs, not nine)."""
+    names = ["here.example.com", "gone.example.com", "new.example.com", "after.example.com"]
+    answers = lookup_crds(Settings(), names, needed=names[:3])
+    assert answers == {
+        "here.example.com": True,
+        "gone.example.com": False,
+        "new.example.com": None,
+        "after.example.com": None,
+    }
+    assert api.asked == [
+        ("here.example.com", "0"),
+        ("gone.example.com", "0"),
+        ("gone.example.com", None),
+    ]
+    # Missing but not needed: the lookups go on.
+    api.asked.clear()
+    answers = lookup_crds(Settings(), names, needed=["after.example.com"])
+    assert answers == dict.fromkeys(names, True) | {"gone.example.com": False}
+    assert len(api.asked) == 6
+
+
 def test_no_client_when_there_is_nothing_to_ask(api: FakeApi) -> None:
     assert lookup_crds(Settings(), []) == {}
     assert FakeApi.made == 0

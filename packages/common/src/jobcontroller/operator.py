@@ -12,7 +12,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -206,9 +206,14 @@ async def pod_group_crd_installed(api: KubeApi, gang_scheduler_name: str) -> boo
     return True
 
 
-def lookup_crds(settings: Settings, names: Sequence[str]) -> dict[str, bool | None]:
+def lookup_crds(
+    settings: Settings, names: Sequence[str], *, needed: Collection[str] = ()
+) -> dict[str, bool | None]:
     """Whether each CRD of ``names`` (``<plural>.<group>``) is installed; None for one the
-    API server did not answer (or refused to say). Asked once before the operator starts,
+    API server did not answer (or refused to say), or not asked: once one of ``needed`` is
+    found missing, the ones after it are not asked (what needs them is not served; asked
+    first, the TrainJob controller's CRDs spare a cluster without JobSet the PodGroup
+    lookups: two GETs at start instead of nine). Asked once before the operator starts,
     all in one go: one event loop, one client, one connection, the GETs one after the other
     on it (each lookup had its own loop, client and TLS handshake; in parallel, each GET in
     flight would open a TLS connection of its own, to save a few ms of round trips), each
@@ -231,6 +236,8 @@ def lookup_crds(settings: Settings, names: Sequence[str]) -> dict[str, bool | No
                 except ApiError as exc:
                     if exc.status == 404:
                         answers[name] = False
+                        if name in needed:
+                            return
                         continue
                     if exc.status != 429 and exc.status < 500:  # refused: this one only
                         log.warning("could not check for a CRD", crd=name, error=str(exc))

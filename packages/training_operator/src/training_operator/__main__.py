@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 from jobcontroller import (
@@ -174,44 +176,100 @@ def _flags(parser: argparse.ArgumentParser) -> None:
     add_flags(parser)
 
 
-def _trainjob_lookups(argv: list[str]) -> tuple[bool, frozenset[str]]:
-    """Whether to start the TrainJob controller (named, or by default where its CRDs are), and
-    the PodGroup kinds it may own (their CRDs installed): every CRD asked in one go, on one
-    connection, before the operator starts."""
+#: What :func:`_ask` found: the settings, the TrainJob controller's CRDs asked for (none when
+#: named) and the answers; None when nothing was to be asked.
+_Asked = tuple[Settings, list[str], dict[str, bool | None]] | None
+
+
+def _what_to_ask(argv: list[str]) -> tuple[Settings, list[str]] | None:
+    """The settings and the TrainJob controller's CRDs to ask for (none when it is named);
+    None when nothing is to be asked (TrainJobs not served, or manifests printed). Bad flags
+    exit here, as ``run`` would."""
     if argv and argv[0] in ("crd", "manifests"):
-        return True, frozenset()
+        return None
     settings = parse_settings(name=NAME, argv=argv, add_flags=_flags)
     if TRAINJOB not in enabled(settings):
-        return True, frozenset()
-    ask = [] if named(settings) else list(TRAINJOB_CRDS)
-    answers = lookup_crds(settings, [*ask, *POD_GROUP_CRDS])
-    if ask and all_installed(answers, ask) is False:
-        # Imported here, not at the top (where it would come before jobcontroller, which
-        # imports it with rich hidden: jobcontroller/__init__.py).
-        import structlog
+        return None
+    return settings, [] if named(settings) else list(TRAINJOB_CRDS)
 
-        structlog.get_logger(__name__).warning(
-            "TrainJobs are not served: the JobSet or Trainer CRDs are not installed "
-            "(name trainjob in --enable-scheme to serve them regardless)",
-            crds=list(TRAINJOB_CRDS),
-        )
+
+def _ask(what: tuple[Settings, list[str]] | None) -> _Asked:
+    """The lookups: every CRD asked in one go, on one connection; the PodGroup CRDs only if
+    the TrainJob controller's are all there (a cluster without JobSet answers in two GETs)."""
+    if what is None:
+        return None
+    settings, ask = what
+    return settings, ask, lookup_crds(settings, [*ask, *POD_GROUP_CRDS], needed=ask)
+
+
+def _decide(asked: _Asked) -> tuple[bool, frozenset[str]]:
+    """Whether to start the TrainJob controller (named, or by default where its CRDs are), and
+    the PodGroup kinds it may own (their CRDs installed), from :func:`_ask`'s answers. Says
+    nothing: :func:`main` warns when TrainJobs are not served."""
+    if asked is None:
+        return True, frozenset()
+    settings, ask, answers = asked
+    if ask and all_installed(answers, ask) is False:
         return False, frozenset()
     return True, installed_pod_groups(settings, answers)
 
 
+def _trainjob_lookups(argv: list[str]) -> tuple[bool, frozenset[str]]:
+    """:func:`_decide` on :func:`_ask`'s answers, at once."""
+    return _decide(_ask(_what_to_ask(argv)))
+
+
+def _lookups_meanwhile(argv: list[str]) -> Callable[[], tuple[bool, frozenset[str]]]:
+    """:func:`_ask` on a thread of its own, started now (the flags are parsed here); the
+    returned function waits for its answers and decides (:func:`_decide`, on the caller's
+    thread: it may import the TrainJob controller). The lookups wait on the API server (a TLS
+    handshake and a GET or more, each a round trip) while the main thread connects, serves its
+    probes and builds the other kinds' controllers: about 80 ms of a start on this machine,
+    most of them waiting, that came before anything else. A daemon: an operator that exits
+    first (a signal, a fatal error) does not wait for it."""
+    what = _what_to_ask(argv)  # here: bad flags are said once, by this thread
+    if what is None:
+        return lambda: (True, frozenset())
+    asked: Future[_Asked] = Future()
+
+    def look() -> None:
+        try:
+            asked.set_result(_ask(what))
+        except BaseException as exc:  # lookup_crds answers None for what it could not ask
+            asked.set_exception(exc)
+
+    threading.Thread(target=look, name="crd-lookups", daemon=True).start()
+    return lambda: _decide(asked.result())
+
+
+def _warn_not_served() -> None:
+    # Imported here, not at the top (where it would come before jobcontroller, which imports
+    # it with rich hidden: jobcontroller/__init__.py).
+    import structlog
+
+    structlog.get_logger(__name__).warning(
+        "TrainJobs are not served: the JobSet or Trainer CRDs are not installed "
+        "(name trainjob in --enable-scheme to serve them regardless)",
+        crds=list(TRAINJOB_CRDS),
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    serve, pod_groups = _trainjob_lookups(args)
-    skip = set() if serve else {TRAINJOB}
+    lookups = _lookups_meanwhile(args)
 
     def build(config: PlanConfig, settings: Settings) -> list[Reconciler[Any]]:
-        return [
-            _trainjob(config, settings, pod_groups)
-            if scheme == TRAINJOB
-            else SCHEMES[scheme](config, settings)
-            for scheme in enabled(settings)
-            if scheme not in skip
+        built = [
+            SCHEMES[scheme](config, settings) for scheme in enabled(settings) if scheme != TRAINJOB
         ]
+        if TRAINJOB in enabled(settings):
+            # The other kinds are built: now the TrainJob controller needs the answers.
+            serve, pod_groups = lookups()
+            if serve:
+                built.append(_trainjob(config, settings, pod_groups))
+            else:
+                _warn_not_served()
+        return built
 
     return run_job_operators(name=NAME, controllers=build, argv=args, add_flags=add_flags)
 
