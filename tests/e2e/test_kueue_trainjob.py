@@ -380,7 +380,13 @@ async def test_kueue_counts_the_pods_our_jobset_runs_for_an_mpi_runtime(
         counted = {p["name"]: p["count"] for p in wl["spec"]["podSets"]}
         assert counted == {"node": 2, "launcher": 1}, wl["spec"]["podSets"]
         jobset = await wait_for(
-            kube, JOBSETS, "mpi", namespace=ns, until=lambda j: not _suspended(j), timeout=TIMEOUT
+            kube,
+            JOBSETS,
+            "mpi",
+            namespace=ns,
+            # Kueue may admit before the JobSet exists: wait for one, built and unsuspended.
+            until=lambda j: j is not None and not _suspended(j),
+            timeout=TIMEOUT,
         )
         assert jobset is not None
         runs = {
