@@ -587,3 +587,25 @@ def test_whole_cached_objects_hold_short_strings_once() -> None:
     assert image(a) is image(b) and image(a) == "reg/img:1"
     assert a["metadata"]["uid"] is not b["metadata"]["uid"]
     assert "managedFields" not in a["metadata"]
+
+
+def test_an_update_of_a_whole_cached_object_lends_only_parts_equal_in_type_too() -> None:
+    """``1 == 1.0 == True``: a part of the cached version stands for the new version's only
+    when both are written alike, so a value's type never changes under a reader; an integer
+    beyond 64 bits is never lent."""
+    from jobcontroller.runtime.informer import strip_managed_fields
+
+    def job(**spec: Any) -> dict[str, Any]:
+        return {"metadata": {"name": "j", "managedFields": [{}]}, "spec": {"a": dict(spec)}}
+
+    cached = strip_managed_fields(job(n=1, flag=True, big=2**70))
+    for changed in ({"n": 1.0}, {"flag": 1}, {}):
+        spec = {"n": 1, "flag": True, "big": 2**70, **changed}
+        new = strip_managed_fields(job(**spec), cached)
+        assert new["spec"]["a"] == spec
+        assert [type(v) for v in new["spec"]["a"].values()] == [type(v) for v in spec.values()]
+        assert new["spec"] is not cached["spec"]  # the big integer: never lent
+    same = strip_managed_fields(job(n=1, flag=True), strip_managed_fields(job(n=1, flag=True)))
+    assert "managedFields" not in same["metadata"]
+    lent = strip_managed_fields(job(n=1, flag=True), same)
+    assert lent["spec"] is same["spec"]

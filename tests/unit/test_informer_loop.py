@@ -495,3 +495,30 @@ def test_wait_synced_returns_after_the_initial_handlers() -> None:
         await task
 
     vtime.run(main())
+
+
+def test_an_update_keeps_the_cached_versions_parts_it_did_not_change() -> None:
+    """A job's status write changes its status and resourceVersion, not its spec: the new
+    version holds the cached version's spec (and unchanged conditions) instead of a copy, and
+    what changed is the new version's, equal to what the server sent."""
+    api = ScriptedApi()
+    spec = {"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}
+    created = {"type": "Created", "status": "True"}
+    api.lists = [([cm("job", "10", spec=spec, status={"conditions": [created]})], "10")]
+    running = {"type": "Running", "status": "True"}
+    new_status = {"conditions": [created, running]}
+    api.watches = [[ev("MODIFIED", cm("job", "11", spec=spec, status=new_status)), END]]
+    informer, rec, _ = make(api)
+    first: dict[str, Any] = {}
+
+    def keep_first(obj: dict[str, Any]) -> None:
+        first.update(obj)
+
+    informer.add_handlers(on_add=keep_first)
+    run_until_idle(api, informer)
+    assert rec.calls == [("add", "job"), ("update", "job", "10", "11")]
+    now = informer.store.get("ns", "job")
+    assert now is not None and now["status"] == new_status and now["spec"] == spec
+    assert now["spec"] is first["spec"]
+    assert now["status"]["conditions"][0] is first["status"]["conditions"][0]
+    assert now["status"] is not first["status"]

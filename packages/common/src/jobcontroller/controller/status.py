@@ -280,4 +280,4 @@ class StatusWriter:
         if cached is not None and (cached.get("metadata") or {}).get("resourceVersion") == meta.get(
             "resourceVersion"
         ):
-            self._jobs.upsert(strip_managed_fields(written))
+            self._jobs.upsert(strip_managed_fields(written, cached))
