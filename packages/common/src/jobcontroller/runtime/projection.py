@@ -473,7 +473,8 @@ def intern_strings(value: Any, *, key: str = "", like: Any = None) -> None:
     ``like`` is the version of the same object already cached: a part of ``value`` equal to
     the part at the same place in ``like`` is replaced by that one, interned already, instead
     of walked (comparing is done in C, walking in Python: a job's status write leaves its
-    spec, labels and owner references as they were; an MPIJob's update event 34 → 15 µs)."""
+    spec, labels and owner references as they were; an MPIJob's update event 26-37 → 17-23
+    µs)."""
     if isinstance(value, dict):
         similar = like if isinstance(like, dict) else None
         for k, v in value.items():
