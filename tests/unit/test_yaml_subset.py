@@ -19,6 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobcontroller.runtime import yaml_subset
+from jobcontroller.testing.yamlfast import load as _pyyaml_reads  # libyaml's, as the fallback
 
 KIND = """\
 apiVersion: v1
@@ -114,7 +115,7 @@ users:
 def test_kubeconfigs_as_their_tools_write_them_are_read_without_pyyaml(text: str) -> None:
     doc = yaml_subset.load(text)
     assert doc is not None
-    assert doc == _pyyaml(text)
+    assert doc == _pyyaml_reads(text)
 
 
 def test_a_multi_line_scalar_is_left_to_pyyaml() -> None:
@@ -122,7 +123,7 @@ def test_a_multi_line_scalar_is_left_to_pyyaml() -> None:
     assert yaml_subset.load(GKE_WITH_COMMENTS) is None
     one_line = GKE_WITH_COMMENTS.replace("following\n          https", "following https")
     doc = yaml_subset.load(one_line)
-    assert doc is not None and doc == yaml.safe_load(one_line)
+    assert doc is not None and doc == _pyyaml_reads(one_line)
     assert doc["clusters"][0]["cluster"]["insecure-skip-tls-verify"] is False
 
 
@@ -162,7 +163,7 @@ def test_a_kubeconfig_dumped_as_the_local_control_plane_writes_it_is_in_the_subs
         }
     )
     doc = yaml_subset.load(text)
-    assert doc is not None and doc == _pyyaml(text)
+    assert doc is not None and doc == _pyyaml_reads(text)
 
 
 @pytest.mark.parametrize(
@@ -202,12 +203,7 @@ def test_crlf_line_ends_and_null_words_read_as_pyyaml_does() -> None:
     text = "a: ~\r\nb:\r\nc: Null\r\nd: YES\r\ne: []\r\nf: ''\r\n"
     doc = yaml_subset.load(text)
     assert doc == {"a": None, "b": None, "c": None, "d": True, "e": [], "f": ""}
-    assert doc == _pyyaml(text)
-
-
-def _pyyaml(text: str) -> Any:
-    """What the fallback reads (libyaml's safe loader, as ``kubeconfig._load`` uses it)."""
-    return yaml.load(text, Loader=yaml.CSafeLoader)
+    assert doc == _pyyaml_reads(text)
 
 
 def _dump(doc: Any, *, indent: int = 2, sort_keys: bool = True) -> str:
@@ -252,7 +248,7 @@ def test_documents_dumped_in_block_style_read_as_pyyaml_reads_them(
 ) -> None:
     text = _dump(doc, indent=indent, sort_keys=sort_keys)
     got = yaml_subset.load(text)
-    assert got is None or got == _pyyaml(text), text
+    assert got is None or got == _pyyaml_reads(text), text
 
 
 _SUBSET_LEAF = st.one_of(_STRING, st.booleans(), st.none(), st.builds(dict), st.builds(list))
@@ -278,7 +274,7 @@ def test_kubeconfig_shaped_documents_are_all_read_without_pyyaml(doc: dict[str, 
     text = _dump(doc)
     got = yaml_subset.load(text)
     assert got is not None, text
-    assert got == _pyyaml(text) == doc, text
+    assert got == _pyyaml_reads(text) == doc, text
 
 
 def _keys(value: Any) -> list[str]:
@@ -360,7 +356,7 @@ def test_text_from_any_fragments_is_read_as_pyyaml_reads_it_or_declined(
     if got is None:
         return
     try:
-        expected = _pyyaml(text)
+        expected = _pyyaml_reads(text)
     except yaml.YAMLError as exc:
         raise AssertionError(f"read {got!r} where PyYAML fails ({exc}):\n{text}") from exc
     assert got == expected, text
