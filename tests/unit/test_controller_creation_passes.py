@@ -3,12 +3,14 @@ suspended or deleted while its pass is under way gets no further object."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
 import pytest
 from controller_fakes import KEY, FakeApi, tf_controller, tf_job
 
+from jobcontroller.controller.executor import _WRITE_CONCURRENCY
 from jobcontroller.runtime.kube import ApiError, Resource
 
 
@@ -65,6 +67,41 @@ async def test_suspending_a_job_stops_its_pass_at_once() -> None:
 
     api.on_fifth = suspend
     await controller.reconcile(KEY)
-    # Batches of 1, 2, 4: the fifth creation is in the third batch; the rest of that batch
-    # was already past its check, nothing after it is sent.
-    assert 5 <= api.pods <= 7
+    # The pods go first in the plan: the probe, then a batch of _WRITE_CONCURRENCY holding the
+    # fifth pod. That batch was past its check already; no batch after it is sent.
+    assert 5 <= api.pods <= 1 + _WRITE_CONCURRENCY < 60
+
+
+async def test_a_pass_creates_a_probe_then_the_rest_at_once() -> None:
+    """Two round trips for a job's first objects, not one per doubling: after the first
+    object was created, every other one of the pass is in flight together."""
+    job = tf_job(replicas=8)
+    api = ConcurrencyApi(job)
+    controller = tf_controller(api, cached=[job])
+    await controller.reconcile(KEY)
+    assert api.created_names[0] == "tf-worker-0"
+    assert len(api.created_names) == 16  # 8 pods and their 8 Services
+    assert api.most_in_flight == 15  # all but the probe at once
+
+
+class ConcurrencyApi(FakeApi):
+    """Counts the pods and Services being created at once (each yields to the loop twice)."""
+
+    def __init__(self, *objects: Any) -> None:
+        super().__init__(*objects)
+        self.in_flight = self.most_in_flight = 0
+        self.created_names: list[str] = []
+
+    async def create(self, resource: Resource, body: dict[str, Any], **kwargs: Any) -> Any:
+        if resource.kind not in ("Pod", "Service"):  # the Events
+            return await super().create(resource, body, **kwargs)
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        try:
+            created = await super().create(resource, body, **kwargs)
+        finally:
+            self.in_flight -= 1
+        self.created_names.append(body["metadata"]["name"])
+        return created

@@ -1,9 +1,9 @@
 """Step 7 of ``plan()`` (core/planner.py): one replica type's pods and Services, slot by slot.
 
 A slot is an index below the replica count. Missing slots get an object, as many as the pass's
-budgets allow (core/context.py: the slow-start batch, the bytes of the bodies); objects past
-the count are deleted. The work follows what exists and the batch, never the count a job asks
-for.
+budgets allow (core/context.py: the writes and the bytes of the bodies a pass may plan);
+objects past the count are deleted. The work follows what exists and the budgets, never the
+count a job asks for.
 """
 
 from __future__ import annotations
