@@ -8,7 +8,7 @@ import copy
 from typing import Any
 
 import pytest
-from controller_fakes import KEY, FakeApi, tf_controller, tf_job
+from controller_fakes import KEY, FakeApi, catch_up, tf_controller, tf_job
 
 from jobcontroller.controller.executor import _WRITE_CONCURRENCY
 from jobcontroller.runtime.kube import ApiError, Resource
@@ -67,9 +67,47 @@ async def test_suspending_a_job_stops_its_pass_at_once() -> None:
 
     api.on_fifth = suspend
     await controller.reconcile(KEY)
-    # The pods go first in the plan: the probe, then a batch of _WRITE_CONCURRENCY holding the
-    # fifth pod. That batch was past its check already; no batch after it is sent.
+    # The pods go first in the plan: the probe, then the rest at once, of which the first
+    # _WRITE_CONCURRENCY got their write slots, and past their check, before the fifth pod was
+    # created. No creation that got its slot later is sent.
     assert 5 <= api.pods <= 1 + _WRITE_CONCURRENCY < 60
+
+
+class QuotaApi(FakeApi):
+    """Refuses pods past the tenth, as a ResourceQuota of ten pods does: 403."""
+
+    def __init__(self, *objects: Any) -> None:
+        super().__init__(*objects)
+        self.pods = self.refused = 0
+
+    async def create(self, resource: Resource, body: dict[str, Any], **kwargs: Any) -> Any:
+        if resource.kind == "Pod":
+            await asyncio.sleep(0)  # in flight together, as on the wire
+            if self.pods == 10:
+                self.refused += 1
+                raise ApiError(status=403, reason="Forbidden", message="exceeded quota: pods=10")
+            self.pods += 1
+        return await super().create(resource, body, **kwargs)
+
+
+async def test_a_quota_running_out_costs_at_most_the_calls_in_flight() -> None:
+    job = tf_job(replicas=100)
+    api = QuotaApi(job)
+    controller = tf_controller(api, cached=[job])
+    with pytest.raises(ApiError):
+        await controller.reconcile(KEY)
+    assert api.pods == 10
+    assert 1 <= api.refused <= _WRITE_CONCURRENCY - 9  # the rest of the first 16 in flight
+    state = controller.states.get(KEY)
+    assert state is not None and state.create_failure is not None
+    assert (state.create_failure.code, state.create_failure.permanent) == (403, False)
+    # The next pass, once the caches show what was created: the probe is refused, nothing
+    # else is sent.
+    refused = api.refused
+    catch_up(controller, api)
+    with pytest.raises(ApiError):
+        await controller.reconcile(KEY)
+    assert (api.pods, api.refused) == (10, refused + 1)
 
 
 async def test_a_pass_creates_a_probe_then_the_rest_at_once() -> None:
@@ -82,6 +120,15 @@ async def test_a_pass_creates_a_probe_then_the_rest_at_once() -> None:
     assert api.created_names[0] == "tf-worker-0"
     assert len(api.created_names) == 16  # 8 pods and their 8 Services
     assert api.most_in_flight == 15  # all but the probe at once
+
+
+async def test_a_big_jobs_creations_stay_within_the_write_slots() -> None:
+    job = tf_job(replicas=40)
+    api = ConcurrencyApi(job)
+    controller = tf_controller(api, cached=[job])
+    await controller.reconcile(KEY)
+    assert len(api.created_names) == 80
+    assert api.most_in_flight == _WRITE_CONCURRENCY
 
 
 class ConcurrencyApi(FakeApi):

@@ -1,9 +1,9 @@
 """The executor: carries a plan's actions out against the API server.
 
-Creations go in batches: one first, a probe, then ``_WRITE_CONCURRENCY`` at a time, each batch
-once the one before it has been created. A job whose objects the API server refuses (an invalid
-template, an admission webhook, a terminating namespace, a quota already used up) costs one call
-per pass, not one per object; patches and deletions go at once. All of it runs concurrently, at
+Creations go one first, a probe, then all the others of the pass at once, none sent after one
+has failed. A job whose objects the API server refuses (an invalid template, an admission
+webhook, a terminating namespace, a quota already used up) costs one call per pass, not one per
+object; patches and deletions go at once. All of it runs concurrently, at
 most ``_WRITE_CONCURRENCY`` calls at a time. Before creating or deleting, the job's expectation
 for the kind is raised; a failed call lowers it at once (the informer lowers it for a
 successful one).
@@ -201,25 +201,26 @@ class Executor:
         made: set[tuple[str, str]],
         errors: list[Exception],
     ) -> None:
-        """Create ``creates`` one first, then ``_WRITE_CONCURRENCY`` at a time: no more once a
-        batch failed (its errors are added to ``errors``) or the job may not have the next
-        object.
+        """Create ``creates``: one first, a probe, then all the others at once, at most
+        ``_WRITE_CONCURRENCY`` calls in flight and none sent once one of them has failed (its
+        errors are added to ``errors``) or the job may not have the next object.
 
         The batch Job controller doubles its batches (1, 2, 4...) so that a project short of
-        quota does not spam the API server; here every batch after the probe is as large as
-        the calls that may be in flight anyway. A refusal that concerns every object (most
-        do) ends the pass at the probe; one that starts part-way (a quota running out) costs
-        at most one batch of refused calls in a pass that created objects, and one call in
-        each pass after it. A job's first pass takes two round trips instead of one per
-        doubling (a TFJob's eight objects: four), which is what bounds a burst of jobs when
-        the workers, not the client's QPS, are few (``make bench``, ``tfjobs-qps200``)."""
-        size, start = 1, 0
-        while start < len(creates) and not errors:
-            if start and not self._still_wanted(job, creates[start].kind):
-                break
-            batch = creates[start : start + size]
-            start, size = start + len(batch), _WRITE_CONCURRENCY
-            errors += await self._create_batch(key, job, batch, done, made)
+        quota does not spam the API server with calls bound to fail. Here a refusal that
+        concerns every object (an invalid template, an admission webhook, a terminating
+        namespace, a quota used up: most do) ends the pass at the probe, as there; one that
+        starts part-way (a quota running out) costs at most the calls in flight when the first
+        refusal comes back, in a pass that created objects, and one call in each pass after
+        it. A job's first pass takes two round trips instead of one per doubling (a TFJob's
+        eight objects: four), which is what bounds a burst of jobs when the workers, not the
+        client's QPS, are few (``make bench``, ``tfjobs-qps200``); a big job's objects stream
+        through the write slots without waiting at each doubling."""
+        if not creates:
+            return
+        errors += await self._create_batch(key, job, creates[:1], done, made)
+        rest = creates[1:]
+        if rest and not errors and self._still_wanted(job, rest[0].kind):
+            errors += await self._create_batch(key, job, rest, done, made)
 
     async def _create_batch(
         self,
@@ -229,10 +230,24 @@ class Executor:
         done: Executed,
         made: set[tuple[str, str]],
     ) -> list[Exception]:
-        """Create ``batch`` at once; adds what was created to ``made``."""
+        """Create ``batch`` at once, a creation that gets its write slot after one of the
+        batch failed not sent; adds what was created to ``made``."""
         errors: list[Exception] = []
+        failed = False
+
+        def stopped() -> bool:
+            return failed
+
+        async def create(action: CreateObject) -> bool | None:
+            nonlocal failed
+            try:
+                return await self._act(key, job, action, done, stopped=stopped)
+            except BaseException:
+                failed = True
+                raise
+
         results = await asyncio.gather(
-            *(self._act(key, job, action, done) for action in batch), return_exceptions=True
+            *(create(action) for action in batch), return_exceptions=True
         )
         for action, r in zip(batch, results, strict=True):
             if r is True:
@@ -251,7 +266,7 @@ class Executor:
         )
         if refused is not None:
             self._note_create_failure(key, *refused)  # once per pass: one retry each
-        elif any(not isinstance(r, BaseException) for r in results):
+        elif any(r is not None and not isinstance(r, BaseException) for r in results):
             state = self._states.get(key)
             if state is not None:
                 state.create_failure = None
@@ -291,10 +306,20 @@ class Executor:
         run_policy = (current.get("spec") or {}).get("runPolicy") or {}
         return not run_policy.get("suspend")
 
-    async def _act(self, key: str, job: Obj, action: Action, done: Executed) -> bool:
-        """Carry out ``action``; True when it created an object."""
+    async def _act(
+        self,
+        key: str,
+        job: Obj,
+        action: Action,
+        done: Executed,
+        stopped: Callable[[], bool] | None = None,
+    ) -> bool | None:
+        """Carry out ``action``; True when it created an object, None when ``stopped`` said
+        so once its write slot was free (nothing was sent)."""
         ns = job["metadata"].get("namespace", "")
         async with self._write_slots:
+            if stopped is not None and stopped():
+                return None
             if isinstance(action, CreateObject):
                 return await self._create(key, job, action, ns, done)
             if isinstance(action, DeleteObject):
