@@ -1,12 +1,12 @@
 """The executor: carries a plan's actions out against the API server.
 
-Creations go one first, a probe, then all the others of the pass at once, none sent after one
-has failed. A job whose objects the API server refuses (an invalid template, an admission
-webhook, a terminating namespace, a quota already used up) costs one call per pass, not one per
-object; patches and deletions go at once. All of it runs concurrently, at
-most ``_WRITE_CONCURRENCY`` calls at a time. Before creating or deleting, the job's expectation
-for the kind is raised; a failed call lowers it at once (the informer lowers it for a
-successful one).
+Creations go one first, a probe, then all the others of the pass at once; one that gets its
+write slot after another has failed is not sent. A job whose objects the API server refuses
+(an invalid template, an admission webhook, a terminating namespace, a quota already used up)
+costs one call per pass, not one per object; patches and deletions go at once. All of it runs
+concurrently, at most ``_WRITE_CONCURRENCY`` calls at a time. Before creating or deleting, the
+job's expectation for the kind is raised; a failed call lowers it at once (the informer lowers
+it for a successful one).
 
 A refused creation is remembered in the job's state (:class:`CreateFailure`, counting identical
 refusals in a row) for the planner to act on; the next successful creation clears it.
@@ -179,20 +179,20 @@ class Executor:
     async def _create_in_batches(
         self, key: str, job: Obj, creates: list[CreateObject], done: Executed
     ) -> list[Exception]:
-        """Create in batches (:meth:`_slow_start`); stops at the first failed batch, and (checked
-        before each creation) once the job is gone, terminating or suspended, or the operator
-        is shutting down. Creations that need others of the pass (``CreateObject.after``) come
-        last, each only if all it needs were created."""
+        """Create a probe, then the rest (:meth:`_probe_then_rest`); stops after a failure, and
+        (checked before each creation) once the job is gone, terminating or suspended, or the
+        operator is shutting down. Creations that need others of the pass
+        (``CreateObject.after``) come last, each only if all it needs were created."""
         errors: list[Exception] = []
         made: set[tuple[str, str]] = set()
         first = [c for c in creates if not c.after]
-        await self._slow_start(key, job, first, done, made, errors)
+        await self._probe_then_rest(key, job, first, done, made, errors)
         then = [c for c in creates if c.after and all(need in made for need in c.after)]
         if then and not errors:
-            await self._slow_start(key, job, then, done, made, errors)
+            await self._probe_then_rest(key, job, then, done, made, errors)
         return errors
 
-    async def _slow_start(
+    async def _probe_then_rest(
         self,
         key: str,
         job: Obj,
@@ -202,8 +202,10 @@ class Executor:
         errors: list[Exception],
     ) -> None:
         """Create ``creates``: one first, a probe, then all the others at once, at most
-        ``_WRITE_CONCURRENCY`` calls in flight and none sent once one of them has failed (its
-        errors are added to ``errors``) or the job may not have the next object.
+        ``_WRITE_CONCURRENCY`` calls in flight, and none that gets its write slot after one of
+        them has failed (its errors are added to ``errors``) or once the job may not have the
+        next object. Those already holding a slot are sent (some may still be waiting for the
+        client's rate limiter): that is the bound on the calls a part-way refusal costs.
 
         The batch Job controller doubles its batches (1, 2, 4...) so that a project short of
         quota does not spam the API server with calls bound to fail. Here a refusal that
@@ -230,8 +232,9 @@ class Executor:
         done: Executed,
         made: set[tuple[str, str]],
     ) -> list[Exception]:
-        """Create ``batch`` at once, a creation that gets its write slot after one of the
-        batch failed not sent; adds what was created to ``made``."""
+        """Create ``batch`` at once, except a creation that gets its write slot after one of
+        the batch failed (nothing is sent for it, and it returns None); adds what was created
+        to ``made``."""
         errors: list[Exception] = []
         failed = False
 
