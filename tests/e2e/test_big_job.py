@@ -124,7 +124,7 @@ async def test_a_huge_job_beside_small_ones(
                 namespace=ns,
                 until=lambda j: has(j, "Succeeded"),
                 timeout=180,
-                what=f"{name} Succeeded beside the big job\n{op.tail()}",
+                what=lambda name=name: f"{name} Succeeded beside the big job\n{op.tail()}",
             )
             assert job is not None
         big_so_far = len(log.created)

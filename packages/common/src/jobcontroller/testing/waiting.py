@@ -21,6 +21,15 @@ class WaitTimeout(AssertionError):
     """The expected state was not reached in time."""
 
 
+#: What a wait is for, in its timeout message: a text, or a function giving it at the timeout
+#: (an operator's log tail read then, not when the wait began).
+What = str | Callable[[], str]
+
+
+def _label(what: What, default: str) -> str:
+    return (what() if callable(what) else what) or default
+
+
 def _brief(obj: Any, limit: int = 3000) -> str:
     text = json.dumps(obj, indent=1, default=str)
     return text if len(text) <= limit else text[:limit] + "..."
@@ -35,9 +44,10 @@ async def wait_for(
     until: Callable[[dict[str, Any] | None], bool],
     timeout: float = 60.0,
     interval: float = 0.2,
-    what: str = "",
+    what: What = "",
 ) -> dict[str, Any] | None:
-    """Poll one object until ``until(obj)`` holds (obj is None while it does not exist)."""
+    """Poll one object until ``until(obj)`` holds (obj is None while it does not exist).
+    ``what`` names the wait in the timeout message (a function: called at the timeout)."""
     from jobcontroller.runtime.kube import ApiError
 
     deadline = time.monotonic() + timeout
@@ -52,7 +62,7 @@ async def wait_for(
         if until(obj):
             return obj
         if time.monotonic() > deadline:
-            label = what or f"{resource.plural}/{name}"
+            label = _label(what, f"{resource.plural}/{name}")
             raise WaitTimeout(
                 f"timed out after {timeout}s waiting for {label}; last seen:\n{_brief(obj)}"
             )
@@ -68,7 +78,7 @@ async def wait_for_list(
     until: Callable[[list[dict[str, Any]]], bool],
     timeout: float = 60.0,
     interval: float = 0.2,
-    what: str = "",
+    what: What = "",
 ) -> list[dict[str, Any]]:
     """Poll a LIST until ``until(items)`` holds."""
     deadline = time.monotonic() + timeout
@@ -85,7 +95,7 @@ async def wait_for_list(
                 }
                 for i in items
             ]
-            label = what or resource.plural
+            label = _label(what, resource.plural)
             raise WaitTimeout(
                 f"timed out after {timeout}s waiting for {label}; last seen:\n{_brief(summary)}"
             )
