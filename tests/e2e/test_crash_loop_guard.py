@@ -86,9 +86,10 @@ async def test_a_job_the_operator_dies_on_twice_is_failed_and_the_others_run(
         TFJOBS,
         "fine",
         namespace=ns,
-        # Running, or already Succeeded: on a loaded machine its 10 s may pass between two
-        # reads, and a job that finishes while the client is saturated is written Created to
-        # Succeeded (status.py, RUNNING_BACKLOG_HOLD_SECONDS).
+        # Running, or already Succeeded: "fine" is under way either way. On a loaded machine
+        # its 10 s can pass before the operator gets to write Running, and a job that has
+        # finished by then is written Created to Succeeded, as the Go operators write a job
+        # they reach late (status.py, RUNNING_BACKLOG_HOLD_SECONDS).
         until=lambda j: has(j, "Running") or has(j, "Succeeded"),
         timeout=60,
         what=lambda: f"fine Running\n{op.tail()}",
