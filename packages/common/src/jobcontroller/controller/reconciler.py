@@ -23,6 +23,7 @@ every record expires after five minutes, so no job ever waits on a lost one (kub
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import os
 import time
@@ -67,8 +68,11 @@ from jobcontroller.core.types import (
     POD,
     POD_GROUP,
     SERVICE,
+    Action,
+    DeleteJob,
     Obj,
     Observed,
+    PatchObject,
     Plan,
     PlanConfig,
     ServedKind,
@@ -446,6 +450,33 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         began = running_since(status.to_dict(), running)
         return None if began is None else str(began.get("reason") or "")
 
+    def _first_status_write(
+        self,
+        key: str,
+        raw: Obj,
+        status: StatusDoc | None,
+        actions: tuple[Action, ...],
+        *,
+        finishing: bool,
+    ) -> asyncio.Task[bool] | None:
+        """The job's first status write of this process, sent now, while the pass's actions
+        are carried out, rather than after them: it never waits (``StatusWriter.wait``) and is
+        derived before them, so it is the same write a round trip sooner (a new TFJob's first
+        pass: its probe and the Created condition together, then the rest of its objects).
+        The Go operators write Created before any pod too. None (written after the actions,
+        as every other write is) when there is nothing to overlap, when the job finishes (its
+        terminal condition is stored before any clean-up is sent), or when the pass patches
+        or deletes the job itself (the write carries the resourceVersion read before)."""
+        if status is None or finishing or not actions or not self.status_writer.first(key):
+            return None
+        own = self.job_resource.kind
+        for action in actions:
+            if isinstance(action, DeleteJob) or (
+                isinstance(action, PatchObject) and action.kind == own
+            ):
+                return None
+        return asyncio.create_task(self.status_writer.write(raw, status))
+
     def _forget_crashes(self, key: str) -> None:
         if self.crash_guard is not None:
             self.crash_guard.forget(self.kind, key)
@@ -487,7 +518,13 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         started_as: bool | None = None
         if status is not None and not finishing and result.actions:
             started_as = pods_starting(observed)
-        executed = await self.executor.execute(key, raw, result.actions)
+        early = self._first_status_write(key, raw, status, result.actions, finishing=finishing)
+        try:
+            executed = await self.executor.execute(key, raw, result.actions)
+        except BaseException:
+            if early is not None:
+                early.cancel()
+            raise
         if first_pods and executed.done[("created", POD)]:
             self.telemetry.first_pods(raw)
         requeue_after = result.requeue_after
@@ -497,6 +534,9 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         if status is None or finishing:
             if not finishing:
                 self.telemetry.report(raw, result)
+        elif early is not None:
+            self.telemetry.report(raw, result)
+            await early
         else:
             # Even when some writes failed: the status is read from the caches, not from those
             # writes, and holding it back hid the outcome (a job whose clean-up keeps failing

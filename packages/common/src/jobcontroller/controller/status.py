@@ -186,6 +186,12 @@ class StatusWriter:
         self._telemetry = telemetry
         self._requeue = requeue
 
+    def first(self, key: str) -> bool:
+        """Whether the job's next write is the first of this process: it never waits
+        (:meth:`wait`), so it may be sent while the pass's actions are carried out."""
+        state = self._states.get(key)
+        return state is None or state.status_written is None
+
     def wait(self, key: str, job: Obj, status: StatusDoc, *, starting: Callable[[], bool]) -> float:
         """Seconds to hold back a status write that changes only the replica counters, while
         the job is still starting (see STATUS_COALESCE_SECONDS) or the operator's client has
@@ -198,7 +204,7 @@ class StatusWriter:
         batch Jobs for it (what they become is still to come)."""
         state = self._states.get(key)
         if state is None or state.status_written is None:
-            return 0.0  # the first write of a job never waits
+            return 0.0  # the first write of a job never waits (see first)
         old = job.get("status") or {}
         new = status.to_dict()
         if new == old:
