@@ -102,6 +102,11 @@ def _utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
 def _has_condition(job: Obj, *types: str, true: bool = True) -> bool:
     """Whether the stored status of ``job`` has one of the condition ``types`` (True, or with
     any status when ``true`` is False)."""
@@ -463,19 +468,26 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         are carried out, rather than after them: it never waits (``StatusWriter.wait``) and is
         derived before them, so it is the same write a round trip sooner (a new TFJob's first
         pass: its probe and the Created condition together, then the rest of its objects).
-        The Go operators write Created before any pod too. None (written after the actions,
-        as every other write is) when there is nothing to overlap, when the job finishes (its
-        terminal condition is stored before any clean-up is sent), or when the pass patches
-        or deletes the job itself (the write carries the resourceVersion read before)."""
+        None (written after the actions, as every other write is) when there is nothing to
+        overlap (no actions, or the client's rate limiter would queue the write ahead of the
+        creations), when the job finishes (its terminal condition is stored before any
+        clean-up is sent), or when the pass patches or deletes the job itself (the write
+        carries the resourceVersion read before)."""
         if status is None or finishing or not actions or not self.status_writer.first(key):
             return None
+        if self.status_writer.backlogged():
+            return None  # nothing to overlap: it would only queue ahead of the creations
         own = self.job_resource.kind
         for action in actions:
             if isinstance(action, DeleteJob) or (
                 isinstance(action, PatchObject) and action.kind == own
             ):
                 return None
-        return asyncio.create_task(self.status_writer.write(raw, status))
+        task = asyncio.create_task(self.status_writer.write(raw, status))
+        # The pass awaits it, unless it is cancelled first (the pass raised): its error is
+        # then retrieved here rather than reported as never retrieved.
+        task.add_done_callback(_retrieved)
+        return task
 
     def _forget_crashes(self, key: str) -> None:
         if self.crash_guard is not None:

@@ -192,6 +192,10 @@ class StatusWriter:
         state = self._states.get(key)
         return state is None or state.status_written is None
 
+    def backlogged(self) -> bool:
+        """Whether a request sent now would wait for the client's rate limiter."""
+        return self._creations.backlog() > 0
+
     def wait(self, key: str, job: Obj, status: StatusDoc, *, starting: Callable[[], bool]) -> float:
         """Seconds to hold back a status write that changes only the replica counters, while
         the job is still starting (see STATUS_COALESCE_SECONDS) or the operator's client has
