@@ -98,6 +98,27 @@ class FakeApi:
         self.objects.pop((resource.kind, name), None)
 
 
+#: A TFJob of two workers, both running, as the operator wrote it.
+RUNNING_STATUS = {
+    "conditions": [
+        {
+            "type": "Created",
+            "status": "True",
+            "reason": "TFJobCreated",
+            "message": "TFJob tf is created.",
+        },
+        {
+            "type": "Running",
+            "status": "True",
+            "reason": "TFJobRunning",
+            "message": "TFJob ns/tf is running.",
+        },
+    ],
+    "replicaStatuses": {"Worker": {"active": 2, "succeeded": 0, "failed": 0}},
+    "startTime": "2024-01-01T00:00:00Z",
+}
+
+
 def worker_pod(index: int, *, phase: str, exit_code: int | None = None) -> Obj:
     """A worker pod of job ``tf`` as the pod cache holds it."""
     state: Obj = {"running": {}} if exit_code is None else {"terminated": {"exitCode": exit_code}}

@@ -9,6 +9,7 @@ from typing import Any
 
 from controller_fakes import (
     KEY,
+    RUNNING_STATUS,
     FakeApi,
     catch_up,
     tf_controller,
@@ -18,8 +19,6 @@ from controller_fakes import (
 )
 
 from jobcontroller.runtime.kube import Resource
-
-_STAMP = "2026-01-01T00:00:00Z"
 
 
 class WireApi(FakeApi):
@@ -66,29 +65,11 @@ async def test_a_new_jobs_created_condition_is_written_with_its_probe() -> None:
     assert len(api.at_status_write) == 1  # nothing new to write
 
 
-def _running_status() -> dict[str, Any]:
-    def condition(ctype: str) -> dict[str, str]:
-        return {
-            "type": ctype,
-            "status": "True",
-            "reason": f"TFJob{ctype}",
-            "message": ctype,
-            "lastUpdateTime": _STAMP,
-            "lastTransitionTime": _STAMP,
-        }
-
-    return {
-        "conditions": [condition("Created"), condition("Running")],
-        "replicaStatuses": {"Worker": {"active": 2}},
-        "startTime": _STAMP,
-    }
-
-
 async def test_a_first_write_in_a_pass_that_patches_the_job_waits_for_the_patch() -> None:
     """An operator just restarted (its first write of the job) meets a restart: the pass
     patches the job's restart ledger. The write, made from the job read before, would be
     refused (409) if it went first; it goes after the patch, from the patched job."""
-    job = tf_job(status=_running_status())
+    job = tf_job(status=RUNNING_STATUS)
     pods = [worker_pod(0, phase="Failed", exit_code=137), worker_pod(1, phase="Running")]
     api = WireApi(job, *pods)
     controller = tf_controller(api, cached=[job, *pods])

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from controller_fakes import (
     KEY,
+    RUNNING_STATUS,
     FakeApi,
     catch_up,
     tf_controller,
@@ -35,25 +36,6 @@ from jobcontroller.core.types import Observed
 from jobcontroller.runtime.kube import ApiError
 from jobcontroller.runtime.metrics import Metrics
 from tf_operator.controller import TFJobController
-
-RUNNING_STATUS = {
-    "conditions": [
-        {
-            "type": "Created",
-            "status": "True",
-            "reason": "TFJobCreated",
-            "message": "TFJob tf is created.",
-        },
-        {
-            "type": "Running",
-            "status": "True",
-            "reason": "TFJobRunning",
-            "message": "TFJob ns/tf is running.",
-        },
-    ],
-    "replicaStatuses": {"Worker": {"active": 2, "succeeded": 0, "failed": 0}},
-    "startTime": "2024-01-01T00:00:00Z",
-}
 
 
 async def test_status_planned_with_a_restart_is_written_after_the_ledger_patch() -> None:
