@@ -205,6 +205,16 @@ class Proc:
         cpu = sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
         return kb["VmRSS"] / 1024, kb["VmHWM"] / 1024, cpu
 
+    def sleeps(self) -> int:
+        """How many times the main thread has slept (its voluntary context switches): for our
+        operators, the event loop's waits for a socket or a timer, each a wake-up that costs
+        CPU however little the loop then runs. Meaningless for the Go operators (the main
+        thread is one of many)."""
+        for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+            if line.startswith("voluntary_ctxt_switches:"):
+                return int(line.split()[1])
+        return 0
+
 
 async def _wait(pred: Callable[[], Any], what: str, timeout: float, every: float = 0.05) -> None:
     """Until ``pred()`` (a function or a coroutine function) is true."""
@@ -663,11 +673,13 @@ async def burst_operator(
             try:
                 out = Outcome(who, len(jobs), ready_seconds=round(proc.ready, 2))
                 out.extra["api_first_write_seconds"] = first_write
-                cpu_submit = proc.stats()[2]
+                cpu_submit, sleeps_submit = proc.stats()[2], proc.sleeps()
                 await asyncio.gather(*(kube.create(res, j, namespace=NS) for j in jobs))
                 out.seconds_to_all_done = round(await wait_done(kube, res, len(jobs), 900), 2)
                 await asyncio.sleep(3)
                 cpu_done = proc.stats()[2]
+                if not go:
+                    out.extra["loop_sleeps_submit_to_done_3s"] = proc.sleeps() - sleeps_submit
                 if sampled is not None:
                     done = await _cpu_profile(proc, cluster)
                     assert done is not None

@@ -9,6 +9,7 @@ import pytest
 import vtime
 
 from jobcontroller.runtime.ratelimit import (
+    MAX_TICK,
     BucketRateLimiter,
     ItemExponentialFailureRateLimiter,
     MaxOfRateLimiter,
@@ -146,6 +147,48 @@ class TestTokenBucket:
             assert stats.wait_seconds_total == pytest.approx(1.5)
             assert stats.waiting == 0
             assert stats.tokens == pytest.approx(0.0)
+
+        vtime.run(main())
+
+    def test_buckets_of_one_qps_wake_their_waiters_on_the_same_ticks(self) -> None:
+        """The main client's and the Events client's buckets, out of phase by 13 ms: their
+        waiters wake together, on ticks of 1/qps, never before their reservation, still one
+        token interval apart."""
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            start = loop.time()  # a multiple of 50 ms: vtime.START
+            woke: dict[str, list[float]] = {"main": [], "events": []}
+
+            async def saturate(name: str, bucket: TokenBucket) -> None:
+                async def call() -> None:
+                    await bucket.acquire()
+                    woke[name].append(round(loop.time() - start, 6))
+
+                await asyncio.gather(*(call() for _ in range(4)))
+
+            main_bucket = TokenBucket(qps=20.0, burst=1, clock=loop.time)
+            events_bucket = TokenBucket(qps=20.0, burst=1, clock=loop.time)
+            first = asyncio.create_task(saturate("main", main_bucket))
+            await asyncio.sleep(0.013)
+            await saturate("events", events_bucket)
+            await first
+            # Reserved at 0.05, 0.10, 0.15 and 0.063, 0.113, 0.163.
+            assert woke["main"] == [0.0, 0.05, 0.1, 0.15]
+            assert woke["events"] == [0.013, 0.1, 0.15, 0.2]
+
+        vtime.run(main())
+
+    def test_a_wait_grows_by_less_than_max_tick_at_a_low_qps(self) -> None:
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            bucket = TokenBucket(qps=2.0, burst=1, clock=loop.time)
+            await asyncio.sleep(0.013)
+            assert await bucket.acquire() == 0.0
+            waited = await bucket.acquire()  # reserved 0.5 s on, at 0.513: woken at 0.55
+            assert waited == pytest.approx(0.537)
+            assert 0.5 <= waited < 0.5 + MAX_TICK
+            assert bucket.statistics().wait_seconds_total == pytest.approx(0.537)
 
         vtime.run(main())
 
