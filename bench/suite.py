@@ -27,8 +27,10 @@ on kwok, RSS per cached object and creation-to-Running latency). Measured:
 time to all pods (from the first job's create to the last pod's, both from the audit log; for
 ``bare``, from its first create), time to all jobs done, the operator's CPU (``/proc``, from ready
 to the end) and peak RSS, requests by verb and resource (audit log), Events stored (with their
-counts) and lost (the recorder's warnings). Each scenario writes ``bench/results/<name>.json``
-and ``<name>.png``; ``summary.md`` holds the table the README shows.
+counts) and lost (the recorder's warnings), and for ours in a burst the event loop's sleeps
+(``extra.loop_sleeps_submit_to_done_3s``: each a wake-up that costs CPU). Each scenario writes
+``bench/results/<name>.json`` and ``<name>.png``; ``summary.md`` holds the table the README
+shows.
 
     make bench                                   # everything (about 20 minutes on 2 cores)
     uv run --group bench python bench/suite.py tfjobs-qps20 timers   # some scenarios
