@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 
 import pytest
 import vtime
@@ -191,6 +192,62 @@ class TestTokenBucket:
             assert bucket.statistics().wait_seconds_total == pytest.approx(0.537)
 
         vtime.run(main())
+
+    def test_the_skipped_refill_is_charged_so_no_window_exceeds_qps(self) -> None:
+        """A wait moved to its tick takes the refill it skips: a caller that comes after the
+        moved request gets no earlier room than one token interval after it."""
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            bucket = TokenBucket(qps=10.0, burst=1, clock=loop.time)
+            sent: list[float] = []
+
+            async def send() -> None:
+                await bucket.acquire()
+                sent.append(round(loop.time() - start, 6))
+
+            await asyncio.sleep(0.013)
+            await asyncio.gather(send(), send())  # the second due at 113 ms, sent at 150
+            await asyncio.sleep(0.07)
+            await send()  # without the charge, the bucket is full again at 213 ms
+            assert sent == [0.013, 0.15, 0.25]
+
+        vtime.run(main())
+
+    def test_two_buckets_waiters_wake_in_one_turn_of_a_uvloop(self) -> None:
+        """In production: uvloop, whose timers round to whole milliseconds, the monotonic
+        clock, and QPS 400, whose tick (2.5 ms) is not a whole millisecond. Every tick's
+        waiters of both buckets wake in the same turn of the loop."""
+        uvloop = pytest.importorskip("uvloop")
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            turns = [0]
+
+            def count() -> None:  # once per turn of the loop
+                turns[0] += 1
+                loop.call_soon(count)
+
+            loop.call_soon(count)
+            a, b = TokenBucket(qps=400.0, burst=1), TokenBucket(qps=400.0, burst=1)
+            woke: dict[int, list[int]] = {}  # tick: the turn each of its waiters woke in
+
+            async def call(bucket: TokenBucket) -> None:
+                asked = time.monotonic()
+                waited = await bucket.acquire()
+                if waited > 0:
+                    woke.setdefault(round((asked + waited) / 0.0025), []).append(turns[0])
+
+            first = asyncio.gather(*(call(a) for _ in range(100)))
+            await asyncio.sleep(0.001)
+            await asyncio.gather(*(call(b) for _ in range(100)), first)
+            shared = [turn for turn in woke.values() if len(turn) == 2]
+            assert len(shared) >= 50, woke  # 99 waits each, 1 ms out of phase: 98 ticks shared
+            assert all(len(set(turn)) == 1 for turn in woke.values()), woke
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(main())
 
     def test_cancelled_waiter_returns_its_token(self) -> None:
         async def main() -> None:

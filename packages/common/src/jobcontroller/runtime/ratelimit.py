@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import math
 import sys
+import weakref
 from collections import deque
 from collections.abc import Hashable
 from typing import Generic, Protocol, TypeVar
@@ -118,13 +119,27 @@ class _Reservoir:
         self._advance(now)
         return self._tokens
 
-    def reserve(self, now: float) -> float:
-        """Take one token; returns the seconds until it is really ours (0 if available now)."""
+    def reserve(self, now: float, tick: float = 0.0) -> float:
+        """Take one token; returns the seconds until it is really ours (0 if available now).
+
+        With ``tick``, a token that is not available now is ours on the first multiple of
+        ``tick`` at or after the instant it would be: the tokens the bucket would refill in
+        between are taken too, so the caller's request leaves no earlier room for the next."""
         if math.isinf(self._qps):
             return 0.0
         self._advance(now)
         self._tokens -= 1.0
-        return 0.0 if self._tokens >= 0 else -self._tokens / self._qps
+        if self._tokens >= 0:
+            return 0.0
+        due = now - self._tokens / self._qps
+        if tick:
+            # Less a ten-thousandth of a tick: a due instant on a tick (in floating point, a
+            # hair past it, as every saturated reservation after the first is) stays on it.
+            on_tick = math.ceil(due / tick - 1e-4) * tick
+            if on_tick > due:
+                self._tokens -= (on_tick - due) * self._qps
+                due = on_tick
+        return due - now
 
     def refund(self, now: float) -> None:
         """Give back a reservation that was abandoned (its waiter was cancelled)."""
@@ -204,8 +219,38 @@ class TokenBucketStatistics(Struct, frozen=True):
     waiting: int
 
 
-#: The longest a waiter's wake-up is moved past its reservation (see :class:`TokenBucket`).
+#: The longest tick of a :class:`TokenBucket` (see there).
 MAX_TICK = 0.05
+
+
+class _Ticks:
+    """One timer per tick of a loop, for every bucket whose waiters wake on it: its waiters
+    wake in one callback, whatever the loop's timers round to (uvloop's to whole ms)."""
+
+    def __init__(self) -> None:
+        self._due: dict[tuple[float, int], list[asyncio.Future[None]]] = {}
+
+    def wait(
+        self, loop: asyncio.AbstractEventLoop, tick: float, at: float, delay: float
+    ) -> asyncio.Future[None]:
+        """A future done on the tick ``at`` (a multiple of ``tick``), ``delay`` seconds on."""
+        key = (tick, round(at / tick))
+        waiters = self._due.get(key)
+        if waiters is None:
+            waiters = self._due[key] = []
+            loop.call_later(delay, self._fire, key)
+        fut: asyncio.Future[None] = loop.create_future()
+        waiters.append(fut)
+        return fut
+
+    def _fire(self, key: tuple[float, int]) -> None:
+        for fut in self._due.pop(key, ()):
+            if not fut.done():  # a cancelled waiter's is
+                fut.set_result(None)
+
+
+# By loop, held weakly; a loop closed with waiters still queued is kept (their futures hold it).
+_TICKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Ticks] = weakref.WeakKeyDictionary()
 
 
 class TokenBucket:
@@ -215,12 +260,14 @@ class TokenBucket:
     its share of the debt. A cancelled waiter returns its token. ``qps=math.inf`` disables limiting
     while keeping the statistics. Not thread-safe; use it from one event loop.
 
-    A waiter wakes on the first tick of the event loop's clock at or after its reservation,
-    ticks one token interval apart (``1/qps``, at most :data:`MAX_TICK`) and counted from the
-    clock's zero, so every bucket of one QPS in the process wakes its waiters on the same
-    instants: the main client's and the Events client's waiters wake in one turn of the loop,
-    not two (docs/performance.md measures the CPU it saves). Reservations are unchanged, so the
-    rate and the order are too; a wait grows by less than one tick.
+    A caller that must wait gets its token on a tick of ``clock``: ticks divide the token
+    interval ``1/qps`` evenly, none longer than :data:`MAX_TICK` (one interval at QPS 20 and
+    above), and are counted from the clock's zero. Every bucket of one QPS in the process
+    (the main client's and the Events client's) thus wakes its waiters on the same instants,
+    from one timer, in one turn of the loop instead of one each (docs/performance.md measures
+    the CPU it saves). A wait grows by less than one tick, and only the first of a run of
+    waits: the refill it skips is charged to the bucket, so the rate never exceeds ``qps``, in
+    any window, and the order is kept.
     """
 
     def __init__(self, qps: float, burst: int, clock: Clock = monotonic) -> None:
@@ -228,7 +275,8 @@ class TokenBucket:
         self._burst = burst
         self._clock = clock
         self._reservoir = _Reservoir(qps=qps, burst=burst)
-        self._tick = min(1.0 / qps, MAX_TICK) if 0 < qps < math.inf else MAX_TICK
+        interval = 1.0 / qps if 0 < qps < math.inf else MAX_TICK
+        self._tick = interval / math.ceil(interval / MAX_TICK - 1e-9)
         self._acquired = 0
         self._delayed = 0
         self._wait_total = 0.0
@@ -237,20 +285,20 @@ class TokenBucket:
     async def acquire(self) -> float:
         """Wait for a token; returns the seconds waited, for the caller's latency metric.
 
-        The reserved delay is measured on ``clock``; the sleep runs on the event loop's clock
-        (the same clock unless a test injects a different one), to the first tick at or after
-        the reservation, and that sleep is the wait returned.
+        The wait is the reserved delay, measured on ``clock``; the sleep itself runs on the
+        event loop's clock, which is the same clock unless a test injects a different one.
         """
-        delay = self._reservoir.reserve(self._clock())
+        now = self._clock()
+        delay = self._reservoir.reserve(now, self._tick)
         if delay > 0:
+            loop = asyncio.get_running_loop()
+            ticks = _TICKS.get(loop)
+            if ticks is None:
+                ticks = _TICKS[loop] = _Ticks()
+            woken = ticks.wait(loop, self._tick, now + delay, delay)
             self._waiting += 1
-            now = asyncio.get_running_loop().time()
-            # Less a millionth of a tick: a reservation on a tick (in floating point, a hair
-            # past it) stays on it.
-            tick = math.ceil((now + delay) / self._tick - 1e-6) * self._tick
-            delay = max(delay, tick - now)
             try:
-                await asyncio.sleep(delay)
+                await woken
             except asyncio.CancelledError:
                 self._reservoir.refund(self._clock())
                 raise
