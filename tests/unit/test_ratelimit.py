@@ -215,6 +215,27 @@ class TestTokenBucket:
 
         vtime.run(main())
 
+    def test_buckets_on_different_clocks_do_not_share_a_tick(self) -> None:
+        """A bucket whose clock runs 13 ms ahead has its ticks 13 ms earlier in the loop's
+        time: each of its waiters wakes after its own wait, not on the other bucket's timer
+        of the same tick number."""
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            ours = TokenBucket(qps=20.0, burst=1, clock=loop.time)
+            ahead = TokenBucket(qps=20.0, burst=1, clock=lambda: loop.time() + 0.013)
+            late: list[float] = []
+
+            async def call(bucket: TokenBucket) -> None:
+                asked = loop.time()
+                waited = await bucket.acquire()
+                late.append(round(loop.time() - asked - waited, 6))
+
+            await asyncio.gather(*(call(ours) for _ in range(3)), *(call(ahead) for _ in range(3)))
+            assert late == [0.0] * 6
+
+        vtime.run(main())
+
     def test_two_buckets_waiters_wake_in_one_turn_of_a_uvloop(self) -> None:
         """In production: uvloop, whose timers round to whole milliseconds, the monotonic
         clock, and QPS 400, whose tick (2.5 ms) is not a whole millisecond. Every tick's

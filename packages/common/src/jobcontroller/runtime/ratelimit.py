@@ -228,13 +228,14 @@ class _Ticks:
     wake in one callback, whatever the loop's timers round to (uvloop's to whole ms)."""
 
     def __init__(self) -> None:
-        self._due: dict[tuple[float, int], list[asyncio.Future[None]]] = {}
+        self._due: dict[tuple[Clock, float, int], list[asyncio.Future[None]]] = {}
 
     def wait(
-        self, loop: asyncio.AbstractEventLoop, tick: float, at: float, delay: float
+        self, loop: asyncio.AbstractEventLoop, clock: Clock, tick: float, at: float, delay: float
     ) -> asyncio.Future[None]:
-        """A future done on the tick ``at`` (a multiple of ``tick``), ``delay`` seconds on."""
-        key = (tick, round(at / tick))
+        """A future done on the tick ``at`` of ``clock`` (a multiple of ``tick``), ``delay``
+        seconds on. Only buckets reading the same clock share a tick's timer."""
+        key = (clock, tick, round(at / tick))
         waiters = self._due.get(key)
         if waiters is None:
             waiters = self._due[key] = []
@@ -243,7 +244,7 @@ class _Ticks:
         waiters.append(fut)
         return fut
 
-    def _fire(self, key: tuple[float, int]) -> None:
+    def _fire(self, key: tuple[Clock, float, int]) -> None:
         for fut in self._due.pop(key, ()):
             if not fut.done():  # a cancelled waiter's is
                 fut.set_result(None)
@@ -295,7 +296,7 @@ class TokenBucket:
             ticks = _TICKS.get(loop)
             if ticks is None:
                 ticks = _TICKS[loop] = _Ticks()
-            woken = ticks.wait(loop, self._tick, now + delay, delay)
+            woken = ticks.wait(loop, self._clock, self._tick, now + delay, delay)
             self._waiting += 1
             try:
                 await woken
