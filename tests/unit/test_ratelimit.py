@@ -7,6 +7,7 @@ import math
 import time
 
 import pytest
+import uvloop
 import vtime
 
 from jobcontroller.runtime.ratelimit import (
@@ -240,7 +241,6 @@ class TestTokenBucket:
         """In production: uvloop, whose timers round to whole milliseconds, the monotonic
         clock, and QPS 400, whose tick (2.5 ms) is not a whole millisecond. Every tick's
         waiters of both buckets wake in the same turn of the loop."""
-        uvloop = pytest.importorskip("uvloop")
 
         async def main() -> None:
             loop = asyncio.get_running_loop()
