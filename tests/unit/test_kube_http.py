@@ -387,6 +387,28 @@ class TestWriteGate:
             api.write_gate = None
 
 
+async def test_requests_that_can_wait_leave_half_the_burst_to_the_others(fake: Fake) -> None:
+    """``backlog`` and ``spare`` keep half the burst: once a burst of creations has spent
+    half of it, a write that may wait (a status hold) waits, though a request would still get
+    a token at once; the creations have the rest."""
+    server, _, metrics = fake
+    server.script = [ok({"metadata": {"name": "a"}})]
+    api = KubeApi(fake[1].config, qps=0.1, burst=6, metrics=metrics, settings=FAST)
+    try:
+        assert api.reserve == 3
+        assert (api.spare(), api.backlog()) == (3, 0.0)
+        for _ in range(3):
+            await api.get(CONFIGMAPS, "a", namespace="ns")
+        assert api.spare() == 0
+        assert api.backlog() > 9  # a token to refill at 0.1/s
+        async with asyncio.timeout(1):  # the reserve is still there for requests
+            await api.get(CONFIGMAPS, "a", namespace="ns")
+        assert len(server.seen) == 4
+        assert KubeApi(fake[1].config, qps=20, burst=1).reserve == 0  # nothing to keep
+    finally:
+        await api.close()
+
+
 class TestOwnBudget:
     """``with_own_budget``: a second budget of the same size over the same connections."""
 

@@ -373,3 +373,20 @@ def test_backlog_is_the_wait_a_new_caller_would_have() -> None:
     now[0] += 1.5
     assert bucket.backlog() == 0.0
     assert TokenBucket(qps=math.inf, burst=1).backlog() == 0.0
+
+
+def test_backlog_and_spare_can_keep_tokens_in_the_bucket() -> None:
+    """``keep``: the wait (and the room) of a caller that must leave that many tokens behind
+    (the client's reserve for the requests that start jobs)."""
+    now = [0.0]
+    bucket = TokenBucket(qps=10.0, burst=6, clock=lambda: now[0])
+    assert (bucket.spare(keep=3), bucket.backlog(keep=3)) == (3, 0.0)
+    for _ in range(3):
+        bucket._reservoir.reserve(now[0])
+    # 3 tokens left: free for anyone, but none beyond the 3 kept.
+    assert (bucket.spare(), bucket.backlog()) == (3, 0.0)
+    assert bucket.spare(keep=3) == 0
+    assert bucket.backlog(keep=3) == pytest.approx(0.1)  # one token to refill
+    now[0] += 0.1
+    assert (bucket.spare(keep=3), bucket.backlog(keep=3)) == (1, 0.0)
+    assert TokenBucket(qps=math.inf, burst=1).backlog(keep=5) == 0.0

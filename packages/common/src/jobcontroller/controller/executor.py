@@ -153,7 +153,8 @@ class Executor:
         self, key: str, actions: tuple[Action, ...]
     ) -> tuple[tuple[Action, ...], float]:
         """Leave out the patches that may wait (``PatchObject.can_wait``) while the client's
-        rate limiter has no request to spare (a request now would wait), for at most
+        rate limiter has no request to spare (``KubeApi.backlog``: half its burst is kept for
+        the requests that start jobs), for at most
         ``STATUS_BACKLOG_HOLD_SECONDS`` in a row; returns the actions to carry out and the
         seconds left to the held ones' bound (0: none held). The job is looked at again once
         the client has a request to spare (:class:`SpareWaiters`), or at that bound."""

@@ -469,10 +469,10 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         derived before them, so it is the same write a round trip sooner (a new TFJob's first
         pass: its probe and the Created condition together, then the rest of its objects).
         None (written after the actions, as every other write is) when there is nothing to
-        overlap (no actions, or the client's rate limiter would queue the write ahead of the
-        creations), when the job finishes (its terminal condition is stored before any
-        clean-up is sent), or when the pass patches or deletes the job itself (the write
-        carries the resourceVersion read before)."""
+        overlap (no actions, or the client has no request to spare: the write would take a
+        token the creations need), when the job finishes (its terminal condition is stored
+        before any clean-up is sent), or when the pass patches or deletes the job itself (the
+        write carries the resourceVersion read before)."""
         if status is None or finishing or not actions or not self.status_writer.first(key):
             return None
         if self.status_writer.backlogged():

@@ -52,8 +52,9 @@ STARTING_KINDS = (POD, _BATCH_JOB)
 #: nothing is starting: what a client reads after the last pod started is complete.
 STATUS_COALESCE_SECONDS = 5.0
 
-#: While the operator's client has no request to spare (its rate limiter would make a request
-#: sent now wait: a burst of jobs at --kube-api-qps), writes that only inform wait for it, for
+#: While the operator's client has no request to spare (a burst of jobs at --kube-api-qps has
+#: spent more than half its rate limiter's burst: ``KubeApi.backlog``, whose ``reserve`` is
+#: left to the requests that start jobs), writes that only inform wait for it, for
 #: at most STATUS_BACKLOG_HOLD_SECONDS in a row, looked at again together once the client has
 #: requests to spare (controller/spare.py, SpareWaiters): replica counters, and a child's
 #: patch declared able to wait (``Child.patch_can_wait``). The budget goes to the objects that
@@ -193,7 +194,8 @@ class StatusWriter:
         return state is None or state.status_written is None
 
     def backlogged(self) -> bool:
-        """Whether a request sent now would wait for the client's rate limiter."""
+        """Whether the client has no request to spare (``KubeApi.backlog``: a request sent now
+        would wait for its rate limiter, or take a token of its reserve)."""
         return self._creations.backlog() > 0
 
     def wait(self, key: str, job: Obj, status: StatusDoc, *, starting: Callable[[], bool]) -> float:

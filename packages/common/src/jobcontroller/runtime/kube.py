@@ -224,6 +224,12 @@ class KubeApi:
         self._owner: KubeApi | None = None
         """For :meth:`with_own_budget`'s clients: the one whose connections they share."""
         self._bucket = TokenBucket(qps, burst) if qps > 0 else None
+        self.reserve = burst // 2
+        """Tokens of the rate limiter :meth:`backlog` and :meth:`spare` keep for the requests
+        that start jobs: half the burst. A burst of new jobs spends the bucket on their pods
+        and Services, and the writes that may wait start waiting once half of it is gone,
+        rather than when it is empty (100 TFJobs at QPS 200 / burst 300: all their objects
+        in 3.5 s rather than 3.7, with 12% fewer status writes; docs/performance.md)."""
         self._metrics = metrics
         self._user_agent = user_agent
         self.settings = settings or ApiSettings()
@@ -537,12 +543,17 @@ class KubeApi:
     # -- the generic seam ---------------------------------------------------------------------
 
     def backlog(self) -> float:
-        """Seconds a request made now would wait for the client-side rate limiter (0: none)."""
-        return 0.0 if self._bucket is None else self._bucket.backlog()
+        """Seconds until this client has a request to spare (0: it has one now): until a
+        request made then would get its token at once and leave :attr:`reserve` more in the
+        client-side rate limiter. The writes that only inform wait that long (the status
+        writer's holds, a child's patch that can wait), so the reserve is left to the requests
+        that start jobs."""
+        return 0.0 if self._bucket is None else self._bucket.backlog(self.reserve)
 
     def spare(self) -> int:
-        """Requests that could be made now without waiting for the client-side rate limiter."""
-        return sys.maxsize if self._bucket is None else self._bucket.spare()
+        """Requests that could be made now without waiting for the client-side rate limiter,
+        and leave :attr:`reserve` tokens in it."""
+        return sys.maxsize if self._bucket is None else self._bucket.spare(self.reserve)
 
     async def request(
         self,

@@ -318,18 +318,21 @@ class TokenBucket:
     def burst(self) -> int:
         return self._burst
 
-    def backlog(self) -> float:
-        """Seconds a caller asking now would wait for its token (0: one is free)."""
+    def backlog(self, keep: int = 0) -> float:
+        """Seconds a caller asking now would wait for its token (0: one is free); with
+        ``keep``, until its token would leave ``keep`` more in the bucket."""
         if math.isinf(self._qps):
             return 0.0
+        need = 1.0 + keep
         tokens = self._reservoir.available(self._clock())
-        return 0.0 if tokens >= 1.0 else (1.0 - tokens) / self._qps
+        return 0.0 if tokens >= need else (need - tokens) / self._qps
 
-    def spare(self) -> int:
-        """Requests that could be sent now without waiting for a token."""
+    def spare(self, keep: int = 0) -> int:
+        """Requests that could be sent now without waiting for a token, and leave ``keep``
+        tokens in the bucket."""
         if math.isinf(self._qps):
             return sys.maxsize
-        return max(0, math.floor(self._reservoir.available(self._clock())))
+        return max(0, math.floor(self._reservoir.available(self._clock()) - keep))
 
     def statistics(self) -> TokenBucketStatistics:
         return TokenBucketStatistics(
