@@ -10,6 +10,9 @@ controller's (its JobSet's labels).
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
 from typing import Any
 
 from jobcontroller.controller.progressauth import PodCheck
@@ -20,8 +23,8 @@ from jobcontroller.runtime.manager import Manager
 from jobcontroller.runtime.progressflags import ProgressSettings
 
 __all__ = [
-    "CERT_WAIT_RETRY",
     "CERT_WAIT_SECONDS",
+    "CertWait",
     "endpoint_of",
     "shared_progress_server",
     "v1_pod_check",
@@ -32,7 +35,51 @@ Obj = dict[str, Any]
 SHARED_KEY = "progress-server"
 CERT_WAIT_SECONDS = 30.0
 """How long planning waits for the endpoint's certificate at start (one API call)."""
-CERT_WAIT_RETRY = 0.5
+
+
+class CertWait:
+    """The jobs whose planning waits for the endpoint's certificate at start (pods planned
+    before it would lack the progress env), queued again together the moment the server has
+    asked for it once, had or not, or at the deadline if that never comes: one callback and
+    one timer for all of them, not a retry timer per job (which held a burst that came with
+    the operator's start half a second after the certificate was there)."""
+
+    def __init__(
+        self,
+        server: ProgressServer,
+        requeue: Callable[[str], None],
+        *,
+        within: float = CERT_WAIT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._server = server
+        self._requeue = requeue
+        self._clock = clock
+        self._deadline = clock() + within
+        self._keys: dict[str, None] = {}  # in arrival order
+        self._timer: asyncio.TimerHandle | None = None
+        server.when_first_attempt_done(self._release)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def holds(self, key: str) -> bool:
+        """Whether ``key`` must wait; it is then queued again once the wait is over."""
+        if self._server.first_attempt_done or self._clock() >= self._deadline:
+            return False
+        self._keys[key] = None
+        if self._timer is None:
+            delay = max(0.0, self._deadline - self._clock())
+            self._timer = asyncio.get_running_loop().call_later(delay, self._release)
+        return True
+
+    def _release(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        keys, self._keys = self._keys, {}
+        for key in keys:
+            self._requeue(key)
 
 
 def shared_progress_server(manager: Manager, settings: ProgressSettings) -> ProgressServer:

@@ -181,6 +181,7 @@ class ProgressServer:
         self.first_attempt_done = False
         """Whether the certificate was asked for once (had or not): the controllers hold
         planning until then, so that pods get the progress env from the start."""
+        self._on_first_attempt: list[Callable[[], None]] = []
         self._server: HttpServer | None = None
 
     def add_kind(
@@ -204,6 +205,22 @@ class ProgressServer:
         )
         self._kinds[(target.group, target.version, target.plural)] = (target, kind)
         self.authorizer.add_kind(target, pod_check)
+
+    def when_first_attempt_done(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once :attr:`first_attempt_done` is set (now, if it is): the
+        controllers queue again the jobs they held for it then, not on a timer."""
+        if self.first_attempt_done:
+            callback()
+        else:
+            self._on_first_attempt.append(callback)
+
+    def _first_attempt(self) -> None:
+        if self.first_attempt_done:
+            return
+        self.first_attempt_done = True
+        callbacks, self._on_first_attempt = self._on_first_attempt, []
+        for callback in callbacks:
+            callback()
 
     @property
     def coalescer(self) -> Coalescer:
@@ -265,7 +282,7 @@ class ProgressServer:
             try:
                 cert = await self._ensure_cert()
             except (ApiError, OSError, ValueError) as exc:
-                self.first_attempt_done = True
+                self._first_attempt()
                 log.warning(
                     "no certificate for the training-progress endpoint yet; retrying",
                     secret=f"{self.settings.namespace}/{self.settings.secret_name}",
@@ -274,7 +291,7 @@ class ProgressServer:
                 await asyncio.sleep(_CERT_RETRY_SECONDS)
                 continue
             self.cert = cert
-            self.first_attempt_done = True
+            self._first_attempt()
             return cert
 
     async def _ensure_cert(self) -> ServingCert:

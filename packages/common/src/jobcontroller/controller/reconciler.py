@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
-import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
@@ -42,8 +41,7 @@ from jobcontroller.controller.podgroups import (
     pod_group_resource,
 )
 from jobcontroller.controller.progress import (
-    CERT_WAIT_RETRY,
-    CERT_WAIT_SECONDS,
+    CertWait,
     endpoint_of,
     shared_progress_server,
     v1_pod_check,
@@ -235,7 +233,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         """Where the training-progress endpoint serves (None: it is not, and the pods get no
         env to report): :meth:`enable_progress`."""
         self.progress_server: ProgressServer | None = None
-        self._progress_deadline = 0.0
+        self._cert_wait: CertWait | None = None
 
     # -------------------------------------------------------------------------- progress
 
@@ -272,7 +270,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             return ()
         return (("trainjob-status", self.progress_settings.port),)
 
-    def _setup_progress(self, manager: Manager) -> None:
+    def _setup_progress(self, manager: Manager, requeue: Callable[[str], None]) -> None:
         settings = self.progress_settings
         if settings is None:
             return
@@ -284,7 +282,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             pod_check=self.progress_pod_check(),
         )
         self.progress_server = server
-        self._progress_deadline = time.monotonic() + CERT_WAIT_SECONDS
+        self._cert_wait = CertWait(server, requeue)
 
     def owned_kinds(self) -> Mapping[str, Resource]:
         """The kinds of :attr:`owned_resources` this controller watches and creates: all of
@@ -349,7 +347,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             recheck=BACKLOG_RECHECK_SECONDS,
         )
         self.states.also_forget.append(self.spare_waiters.drop)  # a deleted job waits no more
-        self._setup_progress(manager)
+        self._setup_progress(manager, queue.add)
         elector = manager.elector
         # Without leader election the one replica leads.
         leads = (lambda: True) if elector is None else elector.holds_lease
@@ -413,17 +411,12 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         return {}
 
     async def reconcile(self, key: str) -> float | None:
-        server = self.progress_server
-        if (
-            server is not None
-            and not server.first_attempt_done
-            and time.monotonic() < self._progress_deadline
-        ):
+        if self._cert_wait is not None and self._cert_wait.holds(key):
             # The endpoint's certificate is loading (one API call at start): pods planned now
-            # would lack the progress env (a suspended TrainJob's JobSet would lose it). Once
-            # that call failed, or past the deadline, jobs are planned without it: progress
-            # never holds training up.
-            return CERT_WAIT_RETRY
+            # would lack the progress env (a suspended TrainJob's JobSet would lose it). The
+            # job is queued again once that call is done; had it failed, or past the
+            # deadline, jobs are planned without it: progress never holds training up.
+            return None
         namespace, _, name = key.partition("/")
         jobs = self.watch.job_store
         raw = jobs.get(namespace, name)
