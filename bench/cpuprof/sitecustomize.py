@@ -14,7 +14,7 @@ import os
 import sys
 
 _OUT = os.environ.get("JOBCONTROLLER_CPUPROF_OUT")
-if _OUT and sys.argv and os.path.basename(sys.argv[0]) == "training-operator":
+if _OUT and sys.argv and os.path.basename(sys.argv[0]).endswith("-operator"):
     import collections
     import signal
 
