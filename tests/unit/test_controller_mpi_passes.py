@@ -11,12 +11,15 @@
 - The Running condition waits, with its Event, while the operator's creations are backlogged
   (a burst of jobs): the pass that writes it emits the Event, and a job that finishes meanwhile
   goes from Created to Succeeded in one write, with no Running Event.
+- So does a new job's first write (Created, and Running if it runs already) with its Events;
+  a job that finishes meanwhile is written once, Created to Succeeded.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import time
 from typing import Any, cast
 
 import pytest
@@ -454,3 +457,59 @@ async def test_the_hold_reads_the_backlog_of_the_client_that_creates() -> None:
     api.backlog_seconds = 4.0
     await controller.reconcile(KEY)
     assert api.status_writes == 1 and "MPIJobRunning" not in events.reasons
+
+
+async def test_a_new_jobs_created_waits_with_its_event_while_creations_are_backlogged() -> None:
+    """A burst of jobs: a new job's first pass creates its objects, but its first status write
+    (Created alone) waits for the client to have requests to spare, and its MPIJobCreated
+    Event with it; the pass that writes it emits the Event, once."""
+    events = Recorded()
+    api = PatchCountingApi(MPIJOB)
+    controller = mpi_controller(api, events)
+    api.backlog_seconds = 2.0
+    assert await controller.reconcile(KEY) is None
+    assert len(api.created) == 6  # the job's objects are not held
+    assert api.status_writes == 0 and "MPIJobCreated" not in events.reasons
+    due = controller.spare_waiters.due(KEY)
+    assert due is not None
+    assert due - time.monotonic() == pytest.approx(RUNNING_BACKLOG_HOLD_SECONDS, abs=0.5)
+    _running_workers(controller, api)
+    await controller.reconcile(KEY)  # still saturated: the same hold, the same bound
+    assert api.status_writes == 0 and "MPIJobCreated" not in events.reasons
+    assert controller.spare_waiters.due(KEY) == pytest.approx(due, abs=0.01)
+    api.backlog_seconds = 0.0
+    await controller.reconcile(KEY)
+    assert api.status_writes == 1 and _true(api) == {"Created"}
+    assert events.reasons.count("MPIJobCreated") == 1
+    assert api.objects[("MPIJob", "pi")]["status"].get("startTime")
+
+
+async def test_a_job_running_before_its_created_was_written_gets_both_in_one_write() -> None:
+    events = Recorded()
+    api = PatchCountingApi(MPIJOB)
+    controller = mpi_controller(api, events)
+    api.backlog_seconds = 2.0
+    await controller.reconcile(KEY)
+    _running_workers(controller, api)
+    _show_launcher(controller, api, phase="Running")
+    await controller.reconcile(KEY)  # Created and Running: held together, with their Events
+    assert api.status_writes == 0 and not {"MPIJobCreated", "MPIJobRunning"} & set(events.reasons)
+    api.backlog_seconds = 0.0
+    await controller.reconcile(KEY)
+    assert api.status_writes == 1 and _true(api) == {"Created", "Running"}
+    assert events.reasons.count("MPIJobCreated") == 1
+    assert events.reasons.count("MPIJobRunning") == 1
+
+
+async def test_a_job_that_finishes_before_its_created_was_written_is_written_once() -> None:
+    events = Recorded()
+    api = PatchCountingApi(MPIJOB)
+    controller = mpi_controller(api, events)
+    api.backlog_seconds = 1000.0  # saturated throughout
+    await controller.reconcile(KEY)
+    _running_workers(controller, api)
+    _show_launcher(controller, api, phase="Succeeded")
+    await controller.reconcile(KEY)  # a terminal status is written at once
+    assert api.status_writes == 1 and {"Created", "Succeeded"} <= _true(api)
+    assert events.reasons.count("MPIJobCreated") == 1
+    assert events.reasons.count("MPIJobSucceeded") == 1

@@ -10,6 +10,7 @@ its own writes queue at once does not plan from the old status and finish the jo
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -363,6 +364,72 @@ def test_what_a_status_change_brings_decides_whether_it_may_wait() -> None:
     assert news(running, {**running, "conditions": [_cond("Created")]}, "Running") is None
     stopped = {**running, "conditions": [_cond("Created"), _cond("Running", "False")]}
     assert news(stopped, running, "Running") == "running"  # running again after a suspension
+    # A new job's first write: Created alone, with what a first pass stamps.
+    first = {**created, "startTime": "x", "lastReconcileTime": "y"}
+    assert news({}, first, "Running", "Created") == "created"
+    assert news({}, first, "Running") is None  # a kind whose first write never waits
+    runs = {**first, "conditions": [_cond("Created"), _cond("Running")]}
+    assert news({}, runs, "Running", "Created") == "created"  # Running by then: together
+    assert news({}, runs, None, "Created") is None  # a kind without a Running condition
+    assert news({}, runs, "Running") is None
+    suspended = {**first, "conditions": [_cond("Created"), _cond("Suspended")]}
+    assert news({}, suspended, "Running", "Created") is None
+    assert news({}, {**first, "completionTime": "z"}, "Running", "Created") is None
+    assert news({"conditions": [_cond("Running", "False")]}, first, "Running", "Created") is None
+
+
+async def test_a_new_jobs_first_write_and_its_count_wait_while_the_client_is_saturated() -> None:
+    """A burst of jobs: the first pass creates the job's pods and services, while its Created
+    write, and the jobs_created count that goes with it, wait for the client (bounded); the
+    pass that writes it counts the job once."""
+    job = tf_job()
+    api = FakeApi(job)
+    metrics = Metrics()
+    controller = tf_controller(api, cached=[job], metrics=metrics)
+    created = "training_operator_jobs_created_total"
+    labels = {"job_namespace": "ns", "framework": "tensorflow"}
+    api.backlog_seconds = 2.0
+    assert await controller.reconcile(KEY) is None
+    assert api.created and api.status_writes == 0
+    assert not metrics.registry.get_sample_value(created, labels)
+    due = controller.spare_waiters.due(KEY)
+    assert due is not None
+    assert due - time.monotonic() == pytest.approx(RUNNING_BACKLOG_HOLD_SECONDS, abs=0.5)
+    catch_up(controller, api)
+    await controller.reconcile(KEY)
+    assert api.status_writes == 0 and not metrics.registry.get_sample_value(created, labels)
+    api.backlog_seconds = 0.0
+    await controller.reconcile(KEY)
+    assert api.status_writes == 1 and true_conditions(api.job) == {"Created"}
+    assert metrics.registry.get_sample_value(created, labels) == 1
+    await controller.reconcile(KEY)
+    assert metrics.registry.get_sample_value(created, labels) == 1
+
+
+async def test_a_new_jobs_first_write_waits_a_few_seconds_at_most(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [1000.0]
+    monkeypatch.setattr("jobcontroller.controller.status.time.monotonic", lambda: clock[0])
+    job = tf_job()
+    api = FakeApi(job)
+    controller = tf_controller(api, cached=[job])
+    api.backlog_seconds = 1000.0  # never drains
+    await controller.reconcile(KEY)
+    assert api.status_writes == 0
+    catch_up(controller, api)
+    clock[0] += RUNNING_BACKLOG_HOLD_SECONDS
+    await controller.reconcile(KEY)
+    assert api.status_writes == 1 and "Created" in true_conditions(api.job)
+
+
+async def test_a_new_jobs_first_write_goes_at_once_when_the_client_has_requests_to_spare() -> None:
+    job = tf_job()
+    api = FakeApi(job)
+    controller = tf_controller(api, cached=[job])
+    await controller.reconcile(KEY)
+    assert api.status_writes == 1 and "Created" in true_conditions(api.job)
+    assert controller.spare_waiters.due(KEY) is None
 
 
 async def test_running_waits_while_the_client_is_saturated_but_not_while_pods_start(

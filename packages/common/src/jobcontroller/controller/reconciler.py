@@ -68,6 +68,7 @@ from jobcontroller.core.types import (
     SERVICE,
     Action,
     DeleteJob,
+    JobMetric,
     Obj,
     Observed,
     PatchObject,
@@ -136,6 +137,10 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
     running_condition: ClassVar[str | None] = "Running"
     """The condition a job that ever ran has (None: the kind has none); the first pods'
     latency is measured for jobs without it."""
+    created_condition: ClassVar[str | None] = "Created"
+    """The condition a job's first write brings, which may wait with its Event and count
+    while the client has no request to spare (status.py; None: the first write never
+    waits)."""
 
     event_component: ClassVar[str | None] = None
     """The Events' source (``From:`` in ``kubectl describe``): the anchor's event recorder
@@ -336,6 +341,7 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
             telemetry=self.telemetry,
             requeue=queue.add,
             running=self.running_condition,
+            created=self.created_condition,
             # The creations' budget: with a status budget of its own, the one that fills
             # during a burst is still the main client's.
             creations=manager.api,
@@ -439,14 +445,19 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
         with structlog.contextvars.bound_contextvars(uid=raw["metadata"].get("uid")):
             return await self._reconcile_job(key, raw)
 
-    def _held_event_reason(self, raw: Obj, status: StatusDoc) -> str | None:
-        """The reason of the Event that goes with a Running condition whose write is held:
-        the pass that writes the condition emits it (and a job that finishes first, neither)."""
-        running = self.running_condition
-        if running is None or running_since(raw.get("status") or {}, running) is not None:
-            return None
-        began = running_since(status.to_dict(), running)
-        return None if began is None else str(began.get("reason") or "")
+    def _held_conditions(self, raw: Obj, status: StatusDoc) -> dict[str, str]:
+        """Type to reason of the Running and Created conditions a held write brings: the pass
+        that writes them emits their Events (and a job that finishes first, no Running one),
+        and, for Created, counts the job created."""
+        old, new = raw.get("status") or {}, status.to_dict()
+        held: dict[str, str] = {}
+        for kind in (self.running_condition, self.created_condition):
+            if kind is None or running_since(old, kind) is not None:
+                continue
+            began = running_since(new, kind)
+            if began is not None:
+                held[kind] = str(began.get("reason") or "")
+        return held
 
     def _first_status_write(
         self,
@@ -555,8 +566,13 @@ class Reconciler(RuntimeHooks, Generic[KindT]):
                 return pods_starting(observed) if started_as is None else started_as
 
             wait = self.status_writer.wait(key, job, status, starting=starting)
-            held = self._held_event_reason(raw, status) if wait > 0 else None
-            self.telemetry.report(raw, result, unless_reason=held)
+            held = self._held_conditions(raw, status) if wait > 0 else {}
+            self.telemetry.report(
+                raw,
+                result,
+                unless_reasons=frozenset(held.values()),
+                uncounted=JobMetric.CREATED if self.created_condition in held else None,
+            )
             state = self.states.get(key)
             if wait <= 0:
                 await self.status_writer.write(job, status)

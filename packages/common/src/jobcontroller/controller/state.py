@@ -38,7 +38,8 @@ class JobState(Struct):
     """Since when a change that may wait has been held back because the operator's client had
     no request to spare (monotonic seconds; None: it is not)."""
     running_backlogged: float | None = None
-    """Since when, of those, one that brings the Running condition has been (None: none)."""
+    """Since when, of those, one that brings the Running condition, or a new job's Created,
+    has been (None: none)."""
     patches_backlogged: float | None = None
     """Since when patches that may wait (``PatchObject.can_wait``) have been held back
     because the client's rate limiter was saturated (monotonic seconds; None: they are not)."""

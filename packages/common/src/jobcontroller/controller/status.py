@@ -62,7 +62,12 @@ STATUS_COALESCE_SECONDS = 5.0
 #: Event (emitted by the pass that writes it), but RUNNING_BACKLOG_HOLD_SECONDS at most: a job
 #: that finishes meanwhile is written once, Created to Succeeded, as mpi-operator's queue
 #: writes a job it reaches late, and one that runs on shows Running a few seconds late at
-#: worst. Only saturation holds a Running condition: a start never does.
+#: worst. Only saturation holds a Running condition: a start never does. A new job's first
+#: write, whose only news is the Created condition (with the start time and counters, and
+#: Running if it runs already), waits the same way and as long, with its Events and its
+#: jobs_created count (emitted by the pass that writes it): in a burst the budget goes to
+#: creating the jobs' objects first, and a job that runs by then is written once, Created and
+#: Running together (or Created to Succeeded).
 STATUS_BACKLOG_HOLD_SECONDS = 30.0
 RUNNING_BACKLOG_HOLD_SECONDS = 5.0
 
@@ -91,14 +96,18 @@ def pods_starting(observed: Observed) -> bool:
     return any((p.get("status") or {}).get("phase", "Pending") == "Pending" for p in pods)
 
 
-def news(old: Obj, new: Obj, running: str | None) -> str | None:
+def news(old: Obj, new: Obj, running: str | None, created: str | None = None) -> str | None:
     """What a status change from ``old`` to ``new`` brings when all of it may wait:
     ``"counters"`` (only ``replicaStatuses``), ``"running"`` (besides those, only the
-    ``running`` condition turning True, retiring Restarting as it does), else None."""
+    ``running`` condition turning True, retiring Restarting as it does), ``"created"`` (a
+    status with no condition yet getting the ``created`` condition, and ``running`` at most,
+    with the start and reconcile times a first pass stamps, and counters), else None."""
     if {k: v for k, v in old.items() if k != "replicaStatuses"} == {
         k: v for k, v in new.items() if k != "replicaStatuses"
     }:
         return "counters"
+    if created is not None and first_news(old, new, created, running):
+        return "created"
     if running is None:
         return None
     if {k: v for k, v in old.items() if k not in _COUNTED_OR_CONDITIONS} != {
@@ -111,6 +120,29 @@ def news(old: Obj, new: Obj, running: str | None) -> str | None:
     was = [c for c in old.get("conditions") or () if c.get("type") not in skip]
     now = [c for c in new.get("conditions") or () if c.get("type") not in skip]
     return "running" if was == now else None
+
+
+#: What a job's first pass stamps besides its conditions and counters.
+_FIRST_STAMPS = ("replicaStatuses", "conditions", "startTime", "lastReconcileTime")
+
+
+def first_news(old: Obj, new: Obj, created: str, running: str | None) -> bool:
+    """Whether ``new`` is a job's first status that may wait: ``old`` has no condition, and
+    ``new`` brings ``created`` True, ``running`` True at most besides, and the stamps of a
+    first pass."""
+    if old.get("conditions"):
+        return False
+    conditions = new.get("conditions") or ()
+    types = [c.get("type") for c in conditions]
+    if created not in types or len(set(types)) != len(types):
+        return False
+    if any(c.get("status") != "True" for c in conditions):
+        return False
+    if any(kind not in (created, running) for kind in types):
+        return False
+    return {k: v for k, v in old.items() if k not in _FIRST_STAMPS} == {
+        k: v for k, v in new.items() if k not in _FIRST_STAMPS
+    }
 
 
 def running_since(status: Obj, running: str) -> Obj | None:
@@ -173,13 +205,16 @@ class StatusWriter:
         telemetry: Telemetry,
         requeue: Callable[[str], None] | None = None,
         running: str | None = None,
+        created: str | None = None,
         creations: KubeApi | None = None,
     ) -> None:
-        """``requeue``: queues a job by key (see :class:`InFlightStatus`); ``running``: the
-        kind's Running condition (None: it has none); ``creations``: the client the operator
-        creates with, whose rate limiter's backlog holds writes that may wait (``api``)."""
+        """``requeue``: queues a job by key (see :class:`InFlightStatus`); ``running`` and
+        ``created``: the kind's Running and Created conditions (None: it has none, or its
+        first write never waits); ``creations``: the client the operator creates with, whose
+        rate limiter's backlog holds writes that may wait (``api``)."""
         self._api = api
         self._running = running
+        self._created = created
         self._creations = creations or api
         self._job_resource = job_resource
         self._jobs = jobs
@@ -189,7 +224,8 @@ class StatusWriter:
 
     def first(self, key: str) -> bool:
         """Whether the job's next write is the first of this process: it never waits
-        (:meth:`wait`), so it may be sent while the pass's actions are carried out."""
+        (:meth:`wait`) unless the client has no request to spare, so it may be sent while the
+        pass's actions are carried out when it has."""
         state = self._states.get(key)
         return state is None or state.status_written is None
 
@@ -202,21 +238,30 @@ class StatusWriter:
         """Seconds to hold back a status write that changes only the replica counters, while
         the job is still starting (see STATUS_COALESCE_SECONDS) or the operator's client has
         no request to spare, or only those and the Running condition, while that client has
-        none (see STATUS_BACKLOG_HOLD_SECONDS); 0 to write now. A hold for the client
+        none (see STATUS_BACKLOG_HOLD_SECONDS), as does a new job's first write that brings
+        only its Created condition; 0 to write now. A hold for the client
         (``JobState.status_backlogged`` set) returns the seconds left to its bound: the job
         is looked at again once the client has a request to spare (:class:`SpareWaiters`).
         ``starting`` (called only when it matters): whether the job was starting in what
         ``status`` was derived from (:func:`pods_starting`), or this pass created pods or
         batch Jobs for it (what they become is still to come)."""
         state = self._states.get(key)
-        if state is None or state.status_written is None:
-            return 0.0  # the first write of a job never waits (see first)
         old = job.get("status") or {}
         new = status.to_dict()
+        if state is None or state.status_written is None:
+            # The first write of this process never waits (see first), but a new job's
+            # Created under a saturated client.
+            if self._created is None or not first_news(old, new, self._created, self._running):
+                return 0.0
+            if self._creations.backlog() <= 0:
+                if state is not None:
+                    _forget_holds(state)
+                return 0.0
+            state = self._states.of(key)
         if new == old:
             _forget_holds(state)  # what was held is wanted no more: a later change starts anew
             return 0.0
-        brings = news(old, new, self._running)
+        brings = news(old, new, self._running, self._created)
         if brings is None:
             return 0.0
         backlog = self._creations.backlog()
@@ -229,7 +274,7 @@ class StatusWriter:
             if state.status_backlogged is None:
                 state.status_backlogged = now
             left = state.status_backlogged + STATUS_BACKLOG_HOLD_SECONDS - now
-            if brings == "running":
+            if brings in ("running", "created"):
                 if state.running_backlogged is None:
                     state.running_backlogged = now
                 left = min(left, state.running_backlogged + RUNNING_BACKLOG_HOLD_SECONDS - now)

@@ -131,14 +131,22 @@ class Telemetry:
     def warn(self, job: Obj, reason: str, message: str) -> None:
         self.record(job, Event("Warning", reason, message))
 
-    def report(self, job: Obj, result: Plan, *, unless_reason: str | None = None) -> None:
-        """The plan's events (but those of ``unless_reason``: a condition whose write is held)
-        and metrics. DELETED is counted by the deletion itself: a failed one is planned (and
-        was counted) again on every retry."""
+    def report(
+        self,
+        job: Obj,
+        result: Plan,
+        *,
+        unless_reasons: frozenset[str] = frozenset(),
+        uncounted: JobMetric | None = None,
+    ) -> None:
+        """The plan's events (but those of ``unless_reasons``: conditions whose write is held)
+        and metrics (but ``uncounted``: the count of such a condition). DELETED is counted by
+        the deletion itself: a failed one is planned (and was counted) again on every retry."""
         for event in result.events:
-            if event.reason != unless_reason:
+            if event.reason not in unless_reasons:
                 self.record(job, event)
-        self.count(job, tuple(m for m in result.metrics if m != JobMetric.DELETED))
+        skip = (JobMetric.DELETED, uncounted)
+        self.count(job, tuple(m for m in result.metrics if m not in skip))
 
     # ------------------------------------------------------------------------ logs
 
