@@ -239,9 +239,10 @@ class StatusWriter:
         the job is still starting (see STATUS_COALESCE_SECONDS) or the operator's client has
         no request to spare, or only those and the Running condition, while that client has
         none (see STATUS_BACKLOG_HOLD_SECONDS), as does a new job's first write that brings
-        only its Created condition; 0 to write now. A hold for the client
-        (``JobState.status_backlogged`` set) returns the seconds left to its bound: the job
-        is looked at again once the client has a request to spare (:class:`SpareWaiters`).
+        only its Created condition (and Running at most: :func:`first_news`); 0 to write
+        now. A hold for the client (``JobState.status_backlogged`` set) returns the seconds
+        left to its bound: the job is looked at again once the client has a request to spare
+        (:class:`SpareWaiters`).
         ``starting`` (called only when it matters): whether the job was starting in what
         ``status`` was derived from (:func:`pods_starting`), or this pass created pods or
         batch Jobs for it (what they become is still to come)."""
