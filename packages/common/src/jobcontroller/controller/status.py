@@ -251,12 +251,8 @@ class StatusWriter:
         new = status.to_dict()
         if state is None or state.status_written is None:
             # The first write of this process never waits (see first), but a new job's
-            # Created under a saturated client.
+            # Created under a saturated client (below).
             if self._created is None or not first_news(old, new, self._created, self._running):
-                return 0.0
-            if self._creations.backlog() <= 0:
-                if state is not None:
-                    _forget_holds(state)
                 return 0.0
             state = self._states.of(key)
         if new == old:
